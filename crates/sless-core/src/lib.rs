@@ -1,0 +1,18 @@
+//! Domain types, validation, code-archive checks and the pure decision logic of sless.
+//!
+//! Everything here is backend-neutral: the local executor and the Kubernetes operator both
+//! carry out the decisions made by [`decide`], and the HTTP layer and the CLI share the
+//! validation in [`spec`] and [`archive`]. The seams between the API and the backends are the
+//! traits in [`traits`].
+
+pub mod archive;
+pub mod decide;
+pub mod error;
+pub mod event;
+pub mod names;
+pub mod runtime;
+pub mod spec;
+pub mod status;
+pub mod traits;
+
+pub use error::{Error, Result};

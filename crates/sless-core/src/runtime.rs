@@ -1,0 +1,185 @@
+//! The registry of runtimes and the entrypoint rules (DESIGN §1, runtimes/PROTOCOL.md).
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// A supported language runtime. Adding a runtime is one variant here plus its shim in
+/// `runtimes/<name>/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Runtime {
+    /// CPython 3.11 (`python3.11`).
+    #[serde(rename = "python3.11")]
+    Python311,
+    /// Node.js 20 (`nodejs20`).
+    #[serde(rename = "nodejs20")]
+    Nodejs20,
+}
+
+impl Runtime {
+    /// Every runtime, in the order shown to users.
+    pub const ALL: [Runtime; 2] = [Runtime::Python311, Runtime::Nodejs20];
+
+    /// The runtime's API name, e.g. `python3.11`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Python311 => "python3.11",
+            Runtime::Nodejs20 => "nodejs20",
+        }
+    }
+
+    /// Parses an API name; errors name `field` and list the known runtimes.
+    pub fn parse(field: &str, value: &str) -> Result<Self> {
+        Runtime::ALL.into_iter().find(|r| r.name() == value).ok_or_else(|| {
+            let known: Vec<_> = Runtime::ALL.iter().map(|r| r.name()).collect();
+            Error::field(field, format!("unknown runtime {value:?}; known: {}", known.join(", ")))
+        })
+    }
+
+    /// The archive paths (relative, `/`-separated) of which one must exist for `entrypoint`,
+    /// in the order the runtime tries them.
+    ///
+    /// Python: `dir/a.b.fn` → `dir/a/b.py` or `dir/a/b/__init__.py`. Node (Lambda's rule: the
+    /// module is the text up to the first `.`): `dir/index.handler` → `dir/index.js`,
+    /// `.mjs`, `.cjs`, or `dir/index`.
+    pub fn entrypoint_files(self, entrypoint: &Entrypoint) -> Vec<String> {
+        let prefix = if entrypoint.folder.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", entrypoint.folder)
+        };
+        match self {
+            Runtime::Python311 => {
+                let module = entrypoint.module.replace('.', "/");
+                vec![format!("{prefix}{module}.py"), format!("{prefix}{module}/__init__.py")]
+            }
+            Runtime::Nodejs20 => {
+                let module = entrypoint.node_module();
+                ["js", "mjs", "cjs"]
+                    .iter()
+                    .map(|ext| format!("{prefix}{module}.{ext}"))
+                    .chain(std::iter::once(format!("{prefix}{module}")))
+                    .collect()
+            }
+        }
+    }
+
+    /// Detects the runtime and entrypoint of a folder holding one function, from its file
+    /// names: `main.py`/`handler.py` → `python3.11`, `index.js`/`index.mjs` → `nodejs20`,
+    /// handler function `handler`.
+    pub fn detect(has_file: impl Fn(&str) -> bool) -> Option<(Runtime, String)> {
+        [
+            ("main.py", Runtime::Python311, "main.handler"),
+            ("handler.py", Runtime::Python311, "handler.handler"),
+            ("index.js", Runtime::Nodejs20, "index.handler"),
+            ("index.mjs", Runtime::Nodejs20, "index.handler"),
+        ]
+        .into_iter()
+        .find(|(file, _, _)| has_file(file))
+        .map(|(_, rt, ep)| (rt, ep.to_string()))
+    }
+}
+
+impl std::fmt::Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A parsed entrypoint `folder/module.path.function` (DESIGN §1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entrypoint {
+    /// The folder under the code root (`""` for the root), `/`-separated.
+    pub folder: String,
+    /// The dotted module path, e.g. `main` or `hello_world.app`.
+    pub module: String,
+    /// The handler's name, e.g. `handler`.
+    pub function: String,
+}
+
+impl Entrypoint {
+    /// Parses and checks an entrypoint; errors name `field`.
+    pub fn parse(field: &str, value: &str) -> Result<Self> {
+        let bad = |m: &str| Error::field(field, format!("{m}, got {value:?} (expected e.g. main.handler or src/app.handler)"));
+        if value.is_empty() || value.len() > 256 {
+            return Err(bad("must be 1-256 characters"));
+        }
+        if value.starts_with('/') || value.contains('\\') || value.chars().any(char::is_whitespace) {
+            return Err(bad("must be a relative path without spaces or backslashes"));
+        }
+        let (folder, rest) = match value.rfind('/') {
+            Some(i) => (&value[..i], &value[i + 1..]),
+            None => ("", value),
+        };
+        if folder.split('/').any(|s| s == ".." || s == ".") && !folder.is_empty() {
+            return Err(bad("must not contain '.' or '..' folders"));
+        }
+        if !folder.is_empty() && folder.split('/').any(str::is_empty) {
+            return Err(bad("must not contain empty folder names"));
+        }
+        let Some(dot) = rest.rfind('.') else {
+            return Err(bad("must be module.function"));
+        };
+        let (module, function) = (&rest[..dot], &rest[dot + 1..]);
+        if module.is_empty() || function.is_empty() || module.split('.').any(str::is_empty) {
+            return Err(bad("must be module.function with non-empty parts"));
+        }
+        Ok(Entrypoint { folder: folder.to_string(), module: module.to_string(), function: function.to_string() })
+    }
+
+    /// The Node module file stem: the text up to the first `.` after the folder (Lambda's rule).
+    pub fn node_module(&self) -> &str {
+        self.module.split('.').next().unwrap_or(&self.module)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_files() {
+        let ep = Entrypoint::parse("entrypoint", "src/hello_world.app.handler").expect("valid");
+        assert_eq!(ep.folder, "src");
+        assert_eq!(ep.module, "hello_world.app");
+        assert_eq!(
+            Runtime::Python311.entrypoint_files(&ep),
+            ["src/hello_world/app.py", "src/hello_world/app/__init__.py"]
+        );
+    }
+
+    #[test]
+    fn node_files_follow_lambda_first_dot_rule() {
+        let ep = Entrypoint::parse("entrypoint", "src/hello_world.app.handler").expect("valid");
+        assert_eq!(
+            Runtime::Nodejs20.entrypoint_files(&ep),
+            ["src/hello_world.js", "src/hello_world.mjs", "src/hello_world.cjs", "src/hello_world"]
+        );
+        let ep = Entrypoint::parse("entrypoint", "index.handler").expect("valid");
+        assert_eq!(Runtime::Nodejs20.entrypoint_files(&ep)[0], "index.js");
+    }
+
+    #[test]
+    fn bad_entrypoints_name_the_field() {
+        for bad in ["", "main", ".handler", "main.", "/abs.handler", "../up.handler", "a//b.handler", "a b.h", "a\\b.h"] {
+            let err = Entrypoint::parse("entrypoint", bad).expect_err(bad);
+            assert!(err.to_string().starts_with("entrypoint: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn runtime_names_round_trip_and_unknown_is_named() {
+        for rt in Runtime::ALL {
+            assert_eq!(Runtime::parse("runtime", rt.name()).expect("known"), rt);
+        }
+        let err = Runtime::parse("runtime", "ruby3").expect_err("unknown");
+        assert!(err.to_string().contains("runtime: unknown runtime \"ruby3\""), "{err}");
+    }
+
+    #[test]
+    fn detects_from_files() {
+        assert_eq!(Runtime::detect(|f| f == "main.py"), Some((Runtime::Python311, "main.handler".into())));
+        assert_eq!(Runtime::detect(|f| f == "index.mjs"), Some((Runtime::Nodejs20, "index.handler".into())));
+        assert_eq!(Runtime::detect(|_| false), None);
+    }
+}

@@ -1,0 +1,178 @@
+//! The seams between the API and the backends (DESIGN §2), used as `Arc<dyn Trait>`.
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::Result;
+use crate::runtime::Runtime;
+use crate::spec::FunctionSpec;
+use crate::status::{FunctionStatus, VersionPhase};
+
+/// A stored function: spec plus server-owned fields.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionRecord {
+    /// The namespace (tenant).
+    pub namespace: String,
+    /// The function's name, unique in its namespace.
+    pub name: String,
+    /// What the user declared.
+    #[serde(flatten)]
+    pub spec: FunctionSpec,
+    /// Changes whenever the spec changes; compared with `If-Match`.
+    pub resource_version: u64,
+    /// The version that serves calls, if any.
+    pub active_version: Option<u32>,
+    /// Phase, message, conditions.
+    pub status: FunctionStatus,
+    /// Creation time (RFC 3339 UTC).
+    pub created_at: DateTime<Utc>,
+    /// Last spec change (RFC 3339 UTC).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One uploaded code archive of a function.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VersionRecord {
+    /// The function's namespace.
+    pub namespace: String,
+    /// The function's name.
+    pub function: String,
+    /// 1, 2, … per function.
+    pub version: u32,
+    /// Lowercase hex SHA-256 of the archive; also its blob key.
+    pub sha256: String,
+    /// Archive size in bytes.
+    pub size_bytes: u64,
+    /// The runtime the version was built for.
+    pub runtime: Runtime,
+    /// Build phase.
+    pub phase: VersionPhase,
+    /// Why the build failed (the log's tail), or empty.
+    pub message: String,
+    /// Upload time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A page of a sorted list: at most `limit` items after the cursor (exclusive).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// Most items to return (1–1000).
+    pub limit: u32,
+    /// Return items sorted after this key (a function name), if set.
+    pub after: Option<String>,
+}
+
+/// The registry of functions and versions (SQL locally; custom resources on Kubernetes).
+#[async_trait::async_trait]
+pub trait Registry: Send + Sync {
+    /// Stores a new function. Errors: `AlreadyExists`.
+    async fn create_function(&self, record: &FunctionRecord) -> Result<()>;
+    /// One function. Errors: `NotFound`.
+    async fn get_function(&self, namespace: &str, name: &str) -> Result<FunctionRecord>;
+    /// Functions of a namespace sorted by name.
+    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Vec<FunctionRecord>>;
+    /// Every function in every namespace (for start-up reconciliation).
+    async fn all_functions(&self) -> Result<Vec<FunctionRecord>>;
+    /// Replaces the spec if `expected_resource_version` is `None` or current; bumps
+    /// `resource_version` and `updated_at`. Errors: `NotFound`, `Stale`.
+    async fn replace_spec(&self, namespace: &str, name: &str, spec: &FunctionSpec, expected_resource_version: Option<u64>) -> Result<FunctionRecord>;
+    /// Writes the status and the active version.
+    async fn update_status(&self, namespace: &str, name: &str, status: &FunctionStatus, active_version: Option<u32>) -> Result<()>;
+    /// Deletes a function and its versions. Errors: `NotFound`.
+    async fn delete_function(&self, namespace: &str, name: &str) -> Result<()>;
+    /// Adds a version for archive `sha256`, numbered after the last one, in phase `Building`;
+    /// when the function already has a version with this SHA-256 returns it and `false`.
+    async fn add_version(&self, namespace: &str, function: &str, sha256: &str, size_bytes: u64, runtime: Runtime) -> Result<(VersionRecord, bool)>;
+    /// One version. Errors: `NotFound`.
+    async fn get_version(&self, namespace: &str, function: &str, version: u32) -> Result<VersionRecord>;
+    /// All versions of a function, oldest first.
+    async fn list_versions(&self, namespace: &str, function: &str) -> Result<Vec<VersionRecord>>;
+    /// Records a version's build result and its log.
+    async fn set_version_build(&self, namespace: &str, function: &str, version: u32, phase: VersionPhase, message: &str, log: &str) -> Result<()>;
+    /// The build log of a version (empty while none was written). Errors: `NotFound`.
+    async fn build_log(&self, namespace: &str, function: &str, version: u32) -> Result<String>;
+}
+
+/// Where code archives are kept, keyed by SHA-256 (a folder locally; S3 in production).
+#[async_trait::async_trait]
+pub trait BlobStore: Send + Sync {
+    /// Stores `bytes` under `key` (atomically: a reader sees all of it or nothing).
+    async fn put(&self, key: &str, bytes: Bytes) -> Result<()>;
+    /// Reads a blob. Errors: `NotFound`.
+    async fn get(&self, key: &str) -> Result<Bytes>;
+    /// Deletes a blob; a missing blob is not an error.
+    async fn delete(&self, key: &str) -> Result<()>;
+}
+
+/// What to run: a function's spec at one built version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvokeTarget {
+    /// The namespace.
+    pub namespace: String,
+    /// The function's name.
+    pub name: String,
+    /// The spec to run with (env, limits, entrypoint).
+    pub spec: FunctionSpec,
+    /// The version number.
+    pub version: u32,
+    /// The version's archive SHA-256.
+    pub sha256: String,
+}
+
+/// One call to make.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The request id (also given to the handler as `context.aws_request_id`).
+    pub request_id: String,
+    /// The event (an HTTP event, a cron event, a job event, or the raw JSON of an invoke).
+    pub event: Value,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InvokeResult {
+    /// The handler returned this JSON value.
+    Returned(Value),
+    /// The handler raised (or the runtime failed it, e.g. `Runtime.ImportModuleError`).
+    Failed {
+        /// e.g. `ValueError`.
+        error_type: String,
+        /// The exception's message.
+        error_message: String,
+    },
+    /// The call ran past `timeout_sec`; the instance was killed.
+    TimedOut,
+    /// The instance exited during the call.
+    Crashed {
+        /// What is known of the exit (code or signal).
+        message: String,
+    },
+}
+
+/// A call's outcome with what was observed around it.
+#[derive(Debug, Clone)]
+pub struct InvokeOutcome {
+    /// How it ended.
+    pub result: InvokeResult,
+    /// Whether an instance was started for this call.
+    pub cold_start: bool,
+    /// Output lines printed during the call (stdout and stderr, in order).
+    pub logs: Vec<String>,
+}
+
+/// Builds and runs versions (local processes; Kubernetes objects).
+#[async_trait::async_trait]
+pub trait Executor: Send + Sync {
+    /// Builds version `version` of the function in the background and, when it succeeds,
+    /// makes it active; the outcome is written to the registry.
+    async fn rollout(&self, namespace: &str, name: &str, version: u32) -> Result<()>;
+    /// Calls the function once. Errors only for platform failures (the function's own
+    /// failures are in the outcome).
+    async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> Result<InvokeOutcome>;
+    /// Stops every instance of a function (it was deleted or disabled).
+    async fn remove(&self, namespace: &str, name: &str);
+    /// Stops every instance and waits for them to exit.
+    async fn shutdown(&self);
+}

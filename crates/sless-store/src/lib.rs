@@ -1,0 +1,8 @@
+//! Storage for sless: the SQL registry of functions and versions, and the blob store of
+//! code archives. Both implement the traits of `sless_core::traits`.
+
+mod blob;
+mod sqlite;
+
+pub use blob::LocalBlobStore;
+pub use sqlite::SqliteRegistry;
