@@ -52,6 +52,12 @@ pub struct CheckedArchive {
     pub files: BTreeSet<String>,
 }
 
+/// The blob-store key of an archive: `archives/<sha256>.zip` (content-addressed, so the same
+/// bytes uploaded to several functions are stored once).
+pub fn blob_key(sha256: &str) -> String {
+    format!("archives/{sha256}.zip")
+}
+
 /// Entries that are skipped, not rejected: macOS resource forks and Finder metadata.
 fn skipped(path: &str) -> bool {
     path == "__MACOSX" || path.starts_with("__MACOSX/") || path == ".DS_Store" || path.ends_with("/.DS_Store")
@@ -107,7 +113,12 @@ fn is_symlink(file: &zip::read::ZipFile<'_, impl Read>) -> bool {
 /// Errors: [`Error::ArchiveTooLarge`] (413) when over `max_compressed_bytes`;
 /// [`Error::InvalidArchive`] (422) naming the entry for everything else, including an
 /// empty body, bytes that are not a zip, and a missing entrypoint file.
-pub fn check(bytes: &[u8], limits: &ArchiveLimits, runtime: Runtime, entrypoint: &Entrypoint) -> Result<CheckedArchive> {
+pub fn check(
+    bytes: &[u8],
+    limits: &ArchiveLimits,
+    runtime: Runtime,
+    entrypoint: &Entrypoint,
+) -> Result<CheckedArchive> {
     let size_bytes = bytes.len() as u64;
     if size_bytes > limits.max_compressed_bytes {
         return Err(Error::ArchiveTooLarge { size: size_bytes, limit: limits.max_compressed_bytes });
@@ -146,15 +157,24 @@ pub fn check(bytes: &[u8], limits: &ArchiveLimits, runtime: Runtime, entrypoint:
         let size = file.size();
         let compressed = file.compressed_size().max(1);
         if size > 1024 * 1024 && size / compressed > limits.max_ratio {
-            return Err(Error::archive(&raw, format!("compression ratio {}:1 exceeds {}:1 (zip bomb?)", size / compressed, limits.max_ratio)));
+            return Err(Error::archive(
+                &raw,
+                format!("compression ratio {}:1 exceeds {}:1 (zip bomb?)", size / compressed, limits.max_ratio),
+            ));
         }
         total = total.saturating_add(size);
         if total > limits.max_uncompressed_bytes {
-            return Err(Error::archive(&raw, format!("unpacked size exceeds the limit of {} bytes", limits.max_uncompressed_bytes)));
+            return Err(Error::archive(
+                &raw,
+                format!("unpacked size exceeds the limit of {} bytes", limits.max_uncompressed_bytes),
+            ));
         }
         if is_symlink(&file) {
             let mut target = String::new();
-            (&mut file).take(4096).read_to_string(&mut target).map_err(|e| Error::archive(&raw, format!("unreadable link: {e}")))?;
+            (&mut file)
+                .take(4096)
+                .read_to_string(&mut target)
+                .map_err(|e| Error::archive(&raw, format!("unreadable link: {e}")))?;
             links.push((raw.clone(), path.clone(), target));
         }
         if !files.insert(path.clone()) || dirs.contains(&path) {
@@ -219,7 +239,10 @@ pub fn unpack(bytes: &[u8], dest: &Path, limits: &ArchiveLimits) -> Result<()> {
         let mut out = std::fs::File::create(&target).map_err(|e| io(&raw, e))?;
         let written = std::io::copy(&mut (&mut file).take(budget + 1), &mut out).map_err(|e| io(&raw, e))?;
         if written > budget {
-            return Err(Error::archive(&raw, format!("unpacked size exceeds the limit of {} bytes", limits.max_uncompressed_bytes)));
+            return Err(Error::archive(
+                &raw,
+                format!("unpacked size exceeds the limit of {} bytes", limits.max_uncompressed_bytes),
+            ));
         }
         budget -= written;
         let exec = file.unix_mode().is_some_and(|m| m & 0o111 != 0);
@@ -262,7 +285,8 @@ mod tests {
 
     #[test]
     fn rejects_with_the_entry_named() {
-        let cases: &[(&[(&str, &[u8])], &str)] = &[
+        type Entries<'a> = &'a [(&'a str, &'a [u8])];
+        let cases: &[(Entries<'_>, &str)] = &[
             (&[("main.py", b""), ("../evil.py", b"")], "../evil.py"),
             (&[("main.py", b""), ("/etc/passwd", b"")], "/etc/passwd"),
             (&[("main.py", b""), ("a/main.py", b""), ("a\\main.py", b"")], "a\\main.py"),
@@ -286,7 +310,10 @@ mod tests {
     fn oversized_is_too_large() {
         let limits = ArchiveLimits { max_compressed_bytes: 10, ..Default::default() };
         let bytes = zip_of(&[("main.py", b"")]);
-        assert!(matches!(check(&bytes, &limits, Runtime::Python311, &ep("main.handler")), Err(Error::ArchiveTooLarge { .. })));
+        assert!(matches!(
+            check(&bytes, &limits, Runtime::Python311, &ep("main.handler")),
+            Err(Error::ArchiveTooLarge { .. })
+        ));
     }
 
     #[test]

@@ -28,7 +28,12 @@ pub fn upload_action(created: bool, phase: VersionPhase) -> UploadAction {
 }
 
 /// The status while `version` builds. A serving version keeps serving.
-pub fn status_building(current: &FunctionStatus, active: Option<u32>, version: u32, now: DateTime<Utc>) -> FunctionStatus {
+pub fn status_building(
+    current: &FunctionStatus,
+    active: Option<u32>,
+    version: u32,
+    now: DateTime<Utc>,
+) -> FunctionStatus {
     let mut s = current.clone();
     s.phase = FunctionPhase::Building;
     s.message = match active {
@@ -115,7 +120,8 @@ mod tests {
 
     #[test]
     fn failed_build_keeps_the_previous_version_serving() {
-        let (s, active) = status_after_build(&FunctionStatus::pending(t()), Some(1), 2, false, "ERROR: no such package", t());
+        let (s, active) =
+            status_after_build(&FunctionStatus::pending(t()), Some(1), 2, false, "ERROR: no such package", t());
         assert_eq!((s.phase, active), (FunctionPhase::Ready, Some(1)));
         assert!(s.message.contains("no such package") && s.message.contains("version 1 still serves"), "{}", s.message);
         assert_eq!(s.condition("BuildSucceeded").map(|c| c.status.as_str()), Some("False"));

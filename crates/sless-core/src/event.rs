@@ -152,7 +152,11 @@ pub fn http_response(result: &Value) -> Result<HttpResponse, String> {
             let lower = name.to_ascii_lowercase();
             headers.retain(|(n, _)| *n != lower);
             for v in values {
-                set(name, scalar(v).ok_or_else(|| format!("multiValueHeaders {name:?} must hold strings"))?, &mut headers);
+                set(
+                    name,
+                    scalar(v).ok_or_else(|| format!("multiValueHeaders {name:?} must hold strings"))?,
+                    &mut headers,
+                );
             }
         }
     }

@@ -43,11 +43,7 @@ impl Runtime {
     /// module is the text up to the first `.`): `dir/index.handler` → `dir/index.js`,
     /// `.mjs`, `.cjs`, or `dir/index`.
     pub fn entrypoint_files(self, entrypoint: &Entrypoint) -> Vec<String> {
-        let prefix = if entrypoint.folder.is_empty() {
-            String::new()
-        } else {
-            format!("{}/", entrypoint.folder)
-        };
+        let prefix = if entrypoint.folder.is_empty() { String::new() } else { format!("{}/", entrypoint.folder) };
         match self {
             Runtime::Python311 => {
                 let module = entrypoint.module.replace('.', "/");
@@ -100,7 +96,9 @@ pub struct Entrypoint {
 impl Entrypoint {
     /// Parses and checks an entrypoint; errors name `field`.
     pub fn parse(field: &str, value: &str) -> Result<Self> {
-        let bad = |m: &str| Error::field(field, format!("{m}, got {value:?} (expected e.g. main.handler or src/app.handler)"));
+        let bad = |m: &str| {
+            Error::field(field, format!("{m}, got {value:?} (expected e.g. main.handler or src/app.handler)"))
+        };
         if value.is_empty() || value.len() > 256 {
             return Err(bad("must be 1-256 characters"));
         }
@@ -161,7 +159,8 @@ mod tests {
 
     #[test]
     fn bad_entrypoints_name_the_field() {
-        for bad in ["", "main", ".handler", "main.", "/abs.handler", "../up.handler", "a//b.handler", "a b.h", "a\\b.h"] {
+        for bad in ["", "main", ".handler", "main.", "/abs.handler", "../up.handler", "a//b.handler", "a b.h", "a\\b.h"]
+        {
             let err = Entrypoint::parse("entrypoint", bad).expect_err(bad);
             assert!(err.to_string().starts_with("entrypoint: "), "{err}");
         }

@@ -201,7 +201,12 @@ mod tests {
 
     #[test]
     fn ranges_and_types_are_checked() {
-        for (field, value) in [("memory_mb", json!(32)), ("memory_mb", json!("128")), ("timeout_sec", json!(901)), ("timeout_sec", json!(1.5))] {
+        for (field, value) in [
+            ("memory_mb", json!(32)),
+            ("memory_mb", json!("128")),
+            ("timeout_sec", json!(901)),
+            ("timeout_sec", json!(1.5)),
+        ] {
             let mut body = json!({"runtime": "nodejs20", "entrypoint": "index.handler"});
             body[field] = value;
             let err = FunctionSpec::from_json(&body).expect_err(field);
@@ -211,13 +216,19 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_bad_env_are_named() {
-        let err = FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "memroy_mb": 1})).expect_err("typo");
+        let err = FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "memroy_mb": 1}))
+            .expect_err("typo");
         assert_eq!(err.to_string(), "memroy_mb: unknown field");
-        let err = FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"1A": "x"}})).expect_err("env");
+        let err = FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"1A": "x"}}))
+            .expect_err("env");
         assert!(err.to_string().starts_with("env.1A: "));
-        let err = FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"SLESS_X": "x"}})).expect_err("reserved");
+        let err =
+            FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"SLESS_X": "x"}}))
+                .expect_err("reserved");
         assert!(err.to_string().starts_with("env.SLESS_X: "));
-        let err = FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"S": {"secret": 1}}})).expect_err("obj");
+        let err =
+            FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"S": {"secret": 1}}}))
+                .expect_err("obj");
         assert!(!err.to_string().contains("secret"));
     }
 

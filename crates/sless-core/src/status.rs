@@ -74,13 +74,24 @@ pub struct FunctionStatus {
 impl FunctionStatus {
     /// The status of a function that has no code yet.
     pub fn pending(now: DateTime<Utc>) -> Self {
-        let mut s = FunctionStatus { phase: FunctionPhase::Pending, message: "waiting for code upload".into(), conditions: vec![] };
+        let mut s = FunctionStatus {
+            phase: FunctionPhase::Pending,
+            message: "waiting for code upload".into(),
+            conditions: vec![],
+        };
         s.set_condition("Ready", false, "NoCode", "no version uploaded yet", now);
         s
     }
 
     /// Sets a condition; `last_transition_time` changes only when `status` changes.
-    pub fn set_condition(&mut self, type_: &str, status: impl Into<ConditionStatus>, reason: &str, message: &str, now: DateTime<Utc>) {
+    pub fn set_condition(
+        &mut self,
+        type_: &str,
+        status: impl Into<ConditionStatus>,
+        reason: &str,
+        message: &str,
+        now: DateTime<Utc>,
+    ) {
         let status = status.into().as_str().to_string();
         match self.conditions.iter_mut().find(|c| c.type_ == type_) {
             Some(c) => {

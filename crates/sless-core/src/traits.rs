@@ -77,20 +77,47 @@ pub trait Registry: Send + Sync {
     async fn all_functions(&self) -> Result<Vec<FunctionRecord>>;
     /// Replaces the spec if `expected_resource_version` is `None` or current; bumps
     /// `resource_version` and `updated_at`. Errors: `NotFound`, `Stale`.
-    async fn replace_spec(&self, namespace: &str, name: &str, spec: &FunctionSpec, expected_resource_version: Option<u64>) -> Result<FunctionRecord>;
+    async fn replace_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &FunctionSpec,
+        expected_resource_version: Option<u64>,
+    ) -> Result<FunctionRecord>;
     /// Writes the status and the active version.
-    async fn update_status(&self, namespace: &str, name: &str, status: &FunctionStatus, active_version: Option<u32>) -> Result<()>;
+    async fn update_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &FunctionStatus,
+        active_version: Option<u32>,
+    ) -> Result<()>;
     /// Deletes a function and its versions. Errors: `NotFound`.
     async fn delete_function(&self, namespace: &str, name: &str) -> Result<()>;
     /// Adds a version for archive `sha256`, numbered after the last one, in phase `Building`;
     /// when the function already has a version with this SHA-256 returns it and `false`.
-    async fn add_version(&self, namespace: &str, function: &str, sha256: &str, size_bytes: u64, runtime: Runtime) -> Result<(VersionRecord, bool)>;
+    async fn add_version(
+        &self,
+        namespace: &str,
+        function: &str,
+        sha256: &str,
+        size_bytes: u64,
+        runtime: Runtime,
+    ) -> Result<(VersionRecord, bool)>;
     /// One version. Errors: `NotFound`.
     async fn get_version(&self, namespace: &str, function: &str, version: u32) -> Result<VersionRecord>;
     /// All versions of a function, oldest first.
     async fn list_versions(&self, namespace: &str, function: &str) -> Result<Vec<VersionRecord>>;
     /// Records a version's build result and its log.
-    async fn set_version_build(&self, namespace: &str, function: &str, version: u32, phase: VersionPhase, message: &str, log: &str) -> Result<()>;
+    async fn set_version_build(
+        &self,
+        namespace: &str,
+        function: &str,
+        version: u32,
+        phase: VersionPhase,
+        message: &str,
+        log: &str,
+    ) -> Result<()>;
     /// The build log of a version (empty while none was written). Errors: `NotFound`.
     async fn build_log(&self, namespace: &str, function: &str, version: u32) -> Result<String>;
 }

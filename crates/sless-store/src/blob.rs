@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use object_store::ObjectStoreExt;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
-use object_store::ObjectStoreExt;
 use sless_core::traits::BlobStore;
 use sless_core::{Error, Result};
 

@@ -53,13 +53,15 @@ impl SqliteRegistry {
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db_err)?;
-        sqlx::migrate!("migrations/sqlite").run(&pool).await.map_err(|e| Error::storage(e))?;
+        sqlx::migrate!("migrations/sqlite").run(&pool).await.map_err(Error::storage)?;
         Ok(SqliteRegistry { pool })
     }
 
     fn function_from_row(row: &SqliteRow) -> Result<FunctionRecord> {
-        let spec: FunctionSpec = serde_json::from_str(row.try_get::<&str, _>("spec").map_err(db_err)?).map_err(json_err)?;
-        let status: FunctionStatus = serde_json::from_str(row.try_get::<&str, _>("status").map_err(db_err)?).map_err(json_err)?;
+        let spec: FunctionSpec =
+            serde_json::from_str(row.try_get::<&str, _>("spec").map_err(db_err)?).map_err(json_err)?;
+        let status: FunctionStatus =
+            serde_json::from_str(row.try_get::<&str, _>("status").map_err(db_err)?).map_err(json_err)?;
         let active: Option<i64> = row.try_get("active_version").map_err(db_err)?;
         Ok(FunctionRecord {
             namespace: row.try_get("namespace").map_err(db_err)?,
@@ -83,7 +85,8 @@ impl SqliteRegistry {
             sha256: row.try_get("sha256").map_err(db_err)?,
             size_bytes: row.try_get::<i64, _>("size_bytes").map_err(db_err)? as u64,
             runtime: Runtime::parse("runtime", &runtime)?,
-            phase: VersionPhase::parse(&phase).ok_or_else(|| Error::Internal(format!("stored phase {phase:?} is unknown")))?,
+            phase: VersionPhase::parse(&phase)
+                .ok_or_else(|| Error::Internal(format!("stored phase {phase:?} is unknown")))?,
             message: row.try_get("message").map_err(db_err)?,
             created_at: parse_time(row.try_get("created_at").map_err(db_err)?)?,
         })
@@ -161,11 +164,20 @@ impl Registry for SqliteRegistry {
     }
 
     async fn all_functions(&self) -> Result<Vec<FunctionRecord>> {
-        let rows = sqlx::query("SELECT * FROM functions ORDER BY namespace, name").fetch_all(&self.pool).await.map_err(db_err)?;
+        let rows = sqlx::query("SELECT * FROM functions ORDER BY namespace, name")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
         rows.iter().map(Self::function_from_row).collect()
     }
 
-    async fn replace_spec(&self, namespace: &str, name: &str, spec: &FunctionSpec, expected: Option<u64>) -> Result<FunctionRecord> {
+    async fn replace_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &FunctionSpec,
+        expected: Option<u64>,
+    ) -> Result<FunctionRecord> {
         let spec_json = serde_json::to_string(spec).map_err(json_err)?;
         let mut tx = self.pool.begin().await.map_err(db_err)?;
         let row = sqlx::query("SELECT resource_version FROM functions WHERE namespace = ? AND name = ?")
@@ -193,7 +205,13 @@ impl Registry for SqliteRegistry {
         self.get_function(namespace, name).await
     }
 
-    async fn update_status(&self, namespace: &str, name: &str, status: &FunctionStatus, active: Option<u32>) -> Result<()> {
+    async fn update_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &FunctionStatus,
+        active: Option<u32>,
+    ) -> Result<()> {
         let status = serde_json::to_string(status).map_err(json_err)?;
         let res = sqlx::query("UPDATE functions SET status = ?, active_version = ? WHERE namespace = ? AND name = ?")
             .bind(status)
@@ -229,7 +247,14 @@ impl Registry for SqliteRegistry {
         tx.commit().await.map_err(db_err)
     }
 
-    async fn add_version(&self, namespace: &str, function: &str, sha256: &str, size_bytes: u64, runtime: Runtime) -> Result<(VersionRecord, bool)> {
+    async fn add_version(
+        &self,
+        namespace: &str,
+        function: &str,
+        sha256: &str,
+        size_bytes: u64,
+        runtime: Runtime,
+    ) -> Result<(VersionRecord, bool)> {
         self.exists(namespace, function).await?;
         // One statement, so numbering is atomic; the unique (namespace, function, sha256)
         // makes the same bytes map to the same version.
@@ -280,7 +305,15 @@ impl Registry for SqliteRegistry {
         rows.iter().map(Self::version_from_row).collect()
     }
 
-    async fn set_version_build(&self, namespace: &str, function: &str, version: u32, phase: VersionPhase, message: &str, log: &str) -> Result<()> {
+    async fn set_version_build(
+        &self,
+        namespace: &str,
+        function: &str,
+        version: u32,
+        phase: VersionPhase,
+        message: &str,
+        log: &str,
+    ) -> Result<()> {
         sqlx::query("UPDATE versions SET phase = ?, message = ?, build_log = ? WHERE namespace = ? AND function = ? AND version = ?")
             .bind(phase.as_str())
             .bind(message)
@@ -319,7 +352,8 @@ mod tests {
     }
 
     fn record(name: &str) -> FunctionRecord {
-        let (_, spec) = FunctionSpec::from_json(&json!({"runtime": "python3.11", "entrypoint": "main.handler"})).expect("spec");
+        let (_, spec) =
+            FunctionSpec::from_json(&json!({"runtime": "python3.11", "entrypoint": "main.handler"})).expect("spec");
         FunctionRecord {
             namespace: "default".into(),
             name: name.into(),
@@ -340,9 +374,21 @@ mod tests {
         assert!(matches!(reg.create_function(&record("a")).await, Err(Error::AlreadyExists { .. })));
         let got = reg.get_function("default", "a").await.expect("get");
         assert_eq!(got.spec, record("a").spec);
-        let names: Vec<_> = reg.list_functions("default", &Page { limit: 10, after: None }).await.expect("list").into_iter().map(|f| f.name).collect();
+        let names: Vec<_> = reg
+            .list_functions("default", &Page { limit: 10, after: None })
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
         assert_eq!(names, ["a", "b"]);
-        let after: Vec<_> = reg.list_functions("default", &Page { limit: 10, after: Some("a".into()) }).await.expect("list").into_iter().map(|f| f.name).collect();
+        let after: Vec<_> = reg
+            .list_functions("default", &Page { limit: 10, after: Some("a".into()) })
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
         assert_eq!(after, ["b"]);
         assert!(reg.list_functions("other", &Page { limit: 10, after: None }).await.expect("list").is_empty());
     }
@@ -372,7 +418,10 @@ mod tests {
         reg.set_version_build("default", "f", 2, VersionPhase::Failed, "boom", "log\nboom").await.expect("build");
         assert_eq!(reg.build_log("default", "f", 2).await.expect("log"), "log\nboom");
         assert_eq!(reg.get_version("default", "f", 2).await.expect("get").phase, VersionPhase::Failed);
-        assert!(matches!(reg.add_version("default", "nope", "aa", 1, Runtime::Python311).await, Err(Error::NotFound { .. })));
+        assert!(matches!(
+            reg.add_version("default", "nope", "aa", 1, Runtime::Python311).await,
+            Err(Error::NotFound { .. })
+        ));
         reg.delete_function("default", "f").await.expect("delete");
         assert!(matches!(reg.get_version("default", "f", 1).await, Err(Error::NotFound { .. })));
     }

@@ -1,0 +1,112 @@
+//! The one error type of the API, rendered as RFC 9457 `application/problem+json`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An API error. Messages are for users; internal causes are logged once, here, and never
+/// sent (they may hold paths or driver details).
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// From validation, the registry, the blob store or the executor.
+    #[error(transparent)]
+    Core(#[from] sless_core::Error),
+    /// Missing or wrong bearer token (401).
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// Wrong `Content-Type` (415).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// A request body over its limit (413).
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The function cannot be called now (503 with `Retry-After`).
+    #[error("{0}")]
+    NotReady(String),
+}
+
+impl AppError {
+    /// A 400 naming `field`.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        AppError::Core(sless_core::Error::field(field, message))
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        use sless_core::Error as E;
+        match self {
+            AppError::Core(E::InvalidField { .. }) => (StatusCode::BAD_REQUEST, "invalid-field", "Invalid field"),
+            AppError::Core(E::ArchiveTooLarge { .. }) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "archive-too-large", "Archive too large")
+            }
+            AppError::Core(E::InvalidArchive { .. }) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "invalid-archive", "Invalid archive")
+            }
+            AppError::Core(E::NotFound { .. }) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            AppError::Core(E::AlreadyExists { .. }) => (StatusCode::CONFLICT, "already-exists", "Already exists"),
+            AppError::Core(E::Stale { .. }) => {
+                (StatusCode::PRECONDITION_FAILED, "stale-resource-version", "Precondition failed")
+            }
+            AppError::Core(E::Storage(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "storage-unavailable", "Storage unavailable")
+            }
+            AppError::Core(E::Internal(_)) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
+            AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            AppError::UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
+            }
+            AppError::PayloadTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large")
+            }
+            AppError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "function-not-ready", "Function not ready"),
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let (status, slug, title) = self.parts();
+        let detail = match &self {
+            AppError::Core(sless_core::Error::Storage(_) | sless_core::Error::Internal(_)) => {
+                tracing::error!(error = %self, "request failed");
+                if status == StatusCode::SERVICE_UNAVAILABLE {
+                    "storage is unavailable; try again later".to_string()
+                } else {
+                    "internal error; see the server log".to_string()
+                }
+            }
+            other => other.to_string(),
+        };
+        let mut body = json!({
+            "type": format!("https://sless.dev/problems/{slug}"),
+            "title": title,
+            "status": status.as_u16(),
+            "detail": detail,
+        });
+        match &self {
+            AppError::Core(sless_core::Error::InvalidField { field, .. }) => body["field"] = json!(field),
+            AppError::Core(sless_core::Error::InvalidArchive { entry: Some(entry), .. }) => {
+                body["entry"] = json!(entry)
+            }
+            _ => {}
+        }
+        let mut response = (status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        match self {
+            AppError::Unauthorized(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            AppError::NotReady(_) | AppError::Core(sless_core::Error::Storage(_)) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// `Result` with [`AppError`].
+pub type ApiResult<T> = Result<T, AppError>;

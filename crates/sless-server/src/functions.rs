@@ -1,0 +1,289 @@
+//! Functions, versions and code upload (DESIGN §3, §4).
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sless_core::archive::{blob_key, check};
+use sless_core::decide::{UploadAction, upload_action};
+use sless_core::names::validate_name;
+use sless_core::spec::{FunctionSpec, check_same_name};
+use sless_core::status::{FunctionStatus, VersionPhase};
+use sless_core::traits::{FunctionRecord, Page};
+
+use crate::body::{media_type, read_json, read_limited};
+use crate::{ApiResult, AppError, AppState};
+
+/// Media types accepted for a code archive.
+const ZIP_TYPES: [&str; 3] = ["application/zip", "application/x-zip-compressed", "application/octet-stream"];
+
+#[derive(Deserialize)]
+pub(crate) struct FnPath {
+    ns: String,
+    name: String,
+}
+
+impl FnPath {
+    fn validated(&self) -> ApiResult<(&str, &str)> {
+        validate_name("namespace", &self.ns)?;
+        validate_name("name", &self.name)?;
+        Ok((&self.ns, &self.name))
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// The function as the API shows it: the record plus its `url`, with `ETag`.
+fn function_response(state: &AppState, status: StatusCode, f: &FunctionRecord) -> Response {
+    let mut response = (status, Json(function_json(state, f))).into_response();
+    if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", f.resource_version)) {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}
+
+fn function_json(state: &AppState, f: &FunctionRecord) -> Value {
+    let mut body = serde_json::to_value(f).unwrap_or(Value::Null);
+    body["url"] = json!(format!("{}/v1/namespaces/{}/functions/{}/invoke", state.base_url, f.namespace, f.name));
+    body
+}
+
+/// Parses `If-Match`: `*`, `"7"`, `W/"7"` or `7`. Errors: 412 when it names no version.
+fn if_match(headers: &HeaderMap) -> ApiResult<Option<u64>> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    let bare = text.trim_start_matches("W/").trim_matches('"');
+    bare.parse().map(Some).map_err(|_| {
+        AppError::Core(sless_core::Error::Stale { expected: text.to_string(), current: "a number".into() })
+    })
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    validate_name("namespace", &ns)?;
+    let body = read_json(&headers, body, &["application/json"]).await?;
+    let (name, spec) = FunctionSpec::from_json(&body)?;
+    let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
+    let now = Utc::now();
+    let record = FunctionRecord {
+        namespace: ns,
+        name,
+        spec,
+        resource_version: 1,
+        active_version: None,
+        status: FunctionStatus::pending(now),
+        created_at: now,
+        updated_at: now,
+    };
+    state.registry.create_function(&record).await?;
+    Ok(function_response(&state, StatusCode::CREATED, &record))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    validate_name("namespace", &ns)?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(AppError::field("limit", "must be from 1 to 1000"));
+    }
+    let page = Page { limit: limit + 1, after: q.cursor.filter(|c| !c.is_empty()) };
+    let mut items = state.registry.list_functions(&ns, &page).await?;
+    let next = if items.len() > limit as usize {
+        items.truncate(limit as usize);
+        items.last().map(|f| f.name.clone())
+    } else {
+        None
+    };
+    let items: Vec<Value> = items.iter().map(|f| function_json(&state, f)).collect();
+    Ok(Json(json!({ "items": items, "next_cursor": next })))
+}
+
+pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let f = state.registry.get_function(ns, name).await?;
+    Ok(function_response(&state, StatusCode::OK, &f))
+}
+
+pub(crate) async fn replace(
+    State(state): State<AppState>,
+    Path(p): Path<FnPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let expected = if_match(&headers)?;
+    let body = read_json(&headers, body, &["application/json"]).await?;
+    let (body_name, spec) = FunctionSpec::from_json(&body)?;
+    check_same_name(name, body_name.as_deref())?;
+    apply_spec(&state, ns, name, spec, expected).await
+}
+
+pub(crate) async fn patch(
+    State(state): State<AppState>,
+    Path(p): Path<FnPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let expected = if_match(&headers)?;
+    let patch = read_json(&headers, body, &["application/merge-patch+json", "application/json"]).await?;
+    let current = state.registry.get_function(ns, name).await?;
+    if let Some(e) = expected.filter(|e| *e != current.resource_version) {
+        return Err(sless_core::Error::Stale {
+            expected: e.to_string(),
+            current: current.resource_version.to_string(),
+        }
+        .into());
+    }
+    let spec = current.spec.merge_patch(name, &patch)?;
+    apply_spec(&state, ns, name, spec, Some(current.resource_version)).await
+}
+
+/// Stores a new spec; when what the code is loaded with changed (runtime, entrypoint), the
+/// active version is rolled out again so the change is checked before it serves.
+async fn apply_spec(
+    state: &AppState,
+    ns: &str,
+    name: &str,
+    spec: FunctionSpec,
+    expected: Option<u64>,
+) -> ApiResult<Response> {
+    let before = state.registry.get_function(ns, name).await?;
+    let updated = state.registry.replace_spec(ns, name, &spec, expected).await?;
+    let reload = before.spec.runtime != spec.runtime || before.spec.entrypoint != spec.entrypoint;
+    if let (true, Some(active)) = (reload, updated.active_version) {
+        state.executor.rollout(ns, name, active).await?;
+    }
+    if !spec.enabled {
+        state.executor.remove(ns, name).await;
+    }
+    Ok(function_response(state, StatusCode::OK, &updated))
+}
+
+pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let f = state.registry.get_function(ns, name).await?;
+    state.registry.delete_function(ns, name).await?;
+    state.executor.remove(ns, name).await;
+    Ok(function_response(&state, StatusCode::ACCEPTED, &f))
+}
+
+pub(crate) async fn upload(
+    State(state): State<AppState>,
+    Path(p): Path<FnPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let f = state.registry.get_function(ns, name).await?;
+    let media = media_type(&headers);
+    if !media.as_deref().is_some_and(|m| ZIP_TYPES.contains(&m)) {
+        return Err(AppError::UnsupportedMediaType(format!(
+            "Content-Type must be application/zip, got {}",
+            media.as_deref().unwrap_or("nothing")
+        )));
+    }
+    let limits = state.limits.archive;
+    let max = usize::try_from(limits.max_compressed_bytes).unwrap_or(usize::MAX);
+    let bytes = match read_limited(body, max).await {
+        Ok(b) => b,
+        Err(_) => {
+            return Err(sless_core::Error::ArchiveTooLarge {
+                size: limits.max_compressed_bytes + 1,
+                limit: limits.max_compressed_bytes,
+            }
+            .into());
+        }
+    };
+    let entrypoint = f.spec.parsed_entrypoint()?;
+    let runtime = f.spec.runtime;
+    let checked_bytes = bytes.clone();
+    let checked = tokio::task::spawn_blocking(move || check(&checked_bytes, &limits, runtime, &entrypoint))
+        .await
+        .map_err(|e| sless_core::Error::Internal(format!("archive check failed: {e}")))??;
+    // The archive is stored before the version exists: a version never names a missing blob.
+    state.blobs.put(&blob_key(&checked.sha256), bytes).await?;
+    let (version, created) = state.registry.add_version(ns, name, &checked.sha256, checked.size_bytes, runtime).await?;
+    let action = upload_action(created, version.phase);
+    match action {
+        UploadAction::Build => {
+            if !created {
+                state.registry.set_version_build(ns, name, version.version, VersionPhase::Building, "", "").await?;
+            }
+            state.executor.rollout(ns, name, version.version).await?;
+        }
+        UploadAction::Activate if f.active_version != Some(version.version) => {
+            state.executor.rollout(ns, name, version.version).await?;
+        }
+        UploadAction::Activate | UploadAction::AlreadyBuilding => {}
+    }
+    let phase = if action == UploadAction::Build { VersionPhase::Building } else { version.phase };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "version": version.version,
+            "sha256": checked.sha256,
+            "size_bytes": checked.size_bytes,
+            "created": created,
+            "phase": phase,
+        })),
+    )
+        .into_response())
+}
+
+pub(crate) async fn versions(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Json<Value>> {
+    let (ns, name) = p.validated()?;
+    let items = state.registry.list_versions(ns, name).await?;
+    Ok(Json(json!({ "items": items, "next_cursor": null })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct VersionPath {
+    ns: String,
+    name: String,
+    version: String,
+}
+
+impl VersionPath {
+    fn validated(&self) -> ApiResult<(&str, &str, u32)> {
+        validate_name("namespace", &self.ns)?;
+        validate_name("name", &self.name)?;
+        let v = self.version.parse().map_err(|_| AppError::field("version", "must be a version number"))?;
+        Ok((&self.ns, &self.name, v))
+    }
+}
+
+pub(crate) async fn version(State(state): State<AppState>, Path(p): Path<VersionPath>) -> ApiResult<Json<Value>> {
+    let (ns, name, v) = p.validated()?;
+    let f = state.registry.get_function(ns, name).await?;
+    let version = state.registry.get_version(ns, name, v).await?;
+    let mut body = serde_json::to_value(&version).unwrap_or(Value::Null);
+    body["active"] = json!(f.active_version == Some(v));
+    Ok(Json(body))
+}
+
+pub(crate) async fn build_log(State(state): State<AppState>, Path(p): Path<VersionPath>) -> ApiResult<Response> {
+    let (ns, name, v) = p.validated()?;
+    let log = state.registry.build_log(ns, name, v).await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
+}

@@ -1,0 +1,102 @@
+//! The sless HTTP API (DESIGN §3): functions, code upload, versions, the invoke gateway and
+//! health, with bearer-token auth and RFC 9457 problem+json errors. It knows nothing about
+//! processes or pods: it talks to the [`Registry`], [`BlobStore`] and [`Executor`] traits.
+
+mod auth;
+mod body;
+mod error;
+mod functions;
+mod invoke;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{any, get, put};
+use sless_core::archive::ArchiveLimits;
+use sless_core::traits::{BlobStore, Executor, Registry};
+use tokio::net::TcpListener;
+
+pub use auth::AdminToken;
+pub use error::{ApiResult, AppError};
+
+/// Limits the API enforces on requests.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Code archive limits (DESIGN §4).
+    pub archive: ArchiveLimits,
+    /// Largest invoke request body, in bytes (default 6 MiB, as Lambda).
+    pub max_request_bytes: usize,
+    /// Largest function response body, in bytes (default 6 MiB, as Lambda).
+    pub max_response_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            archive: ArchiveLimits::default(),
+            max_request_bytes: 6 * 1024 * 1024,
+            max_response_bytes: 6 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// Functions and versions.
+    pub registry: Arc<dyn Registry>,
+    /// Code archives.
+    pub blobs: Arc<dyn BlobStore>,
+    /// Builds and runs functions.
+    pub executor: Arc<dyn Executor>,
+    /// The admin token that `/v1` requires.
+    pub admin_token: AdminToken,
+    /// Request limits.
+    pub limits: Limits,
+    /// The server's base URL, e.g. `http://127.0.0.1:8080`, used in the `url` field.
+    pub base_url: String,
+}
+
+/// The API's router.
+pub fn router(state: AppState) -> Router {
+    let fn_path = "/v1/namespaces/{ns}/functions/{name}";
+    let v1 = Router::new()
+        .route("/v1/namespaces/{ns}/functions", get(functions::list).post(functions::create))
+        .route(fn_path, get(functions::get).put(functions::replace).patch(functions::patch).delete(functions::delete))
+        .route(&format!("{fn_path}/code"), put(functions::upload))
+        .route(&format!("{fn_path}/versions"), get(functions::versions))
+        .route(&format!("{fn_path}/versions/{{version}}"), get(functions::version))
+        .route(&format!("{fn_path}/versions/{{version}}/build-log"), get(functions::build_log))
+        .route(&format!("{fn_path}/invoke"), any(invoke::invoke_root))
+        .route(&format!("{fn_path}/invoke/{{*path}}"), any(invoke::invoke_path))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_admin));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(health_ready))
+        .merge(v1)
+        .fallback(|| async { AppError::Core(sless_core::Error::NotFound { kind: "route", name: "this path".into() }) })
+        .with_state(state)
+}
+
+async fn health_ready(axum::extract::State(state): axum::extract::State<AppState>) -> ApiResult<&'static str> {
+    state.registry.list_functions("default", &sless_core::traits::Page { limit: 1, after: None }).await?;
+    Ok("ready")
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then lets calls in flight finish.
+/// Errors: the listener's I/O errors.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        // Small responses must not wait for delayed ACKs (Nagle).
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,458 @@
+//! The client commands: they talk to a server over its HTTP API.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::cli::{Connection, DeployArgs, FnCommand, InvokeArgs, Output, VersionsArgs};
+use crate::manifest::{FunctionDecl, folder_name, resolve};
+use crate::pack::zip_dir;
+
+/// The connection file written by `sless up` and `sless server`.
+pub const CLIENT_FILE: &str = "client.json";
+
+/// The user's config folder for sless: `$SLESS_CONFIG_DIR`, else `$XDG_CONFIG_HOME/sless`,
+/// else `~/.config/sless`.
+pub fn config_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("SLESS_CONFIG_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CONFIG_HOME") {
+        return Some(PathBuf::from(d).join("sless"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("sless"))
+}
+
+/// An API client for one namespace.
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    namespace: String,
+}
+
+impl Client {
+    /// Resolves the server and token: flags/env first, then `./.sless/client.json`, then the
+    /// user's config folder.
+    pub fn connect(conn: &Connection) -> anyhow::Result<Self> {
+        let saved = || -> Option<Value> {
+            let candidates = [Some(PathBuf::from(".sless")), config_dir()];
+            candidates.into_iter().flatten().find_map(|d| {
+                let text = std::fs::read_to_string(d.join(CLIENT_FILE)).ok()?;
+                serde_json::from_str(&text).ok()
+            })
+        };
+        let file = if conn.url.is_none() || conn.token.is_none() { saved() } else { None };
+        let from_file = |k: &str| file.as_ref().and_then(|f| f.get(k)).and_then(Value::as_str).map(str::to_string);
+        let base = conn
+            .url
+            .clone()
+            .or_else(|| from_file("url"))
+            .context("no server: pass --url or set SLESS_URL (or start one with `sless up` or `sless server`)")?;
+        let token =
+            conn.token.clone().or_else(|| from_file("token")).context("no token: pass --token or set SLESS_TOKEN")?;
+        Ok(Client::new(&base, &token, &conn.namespace))
+    }
+
+    /// A client for `base` with `token`.
+    pub fn new(base: &str, token: &str, namespace: &str) -> Self {
+        Client {
+            http: reqwest::Client::new(),
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            namespace: namespace.to_string(),
+        }
+    }
+
+    fn url(&self, rest: &str) -> String {
+        format!("{}/v1/namespaces/{}/functions{rest}", self.base, self.namespace)
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<(reqwest::StatusCode, Value)> {
+        let resp = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the server at {}", self.base))?;
+        let status = resp.status();
+        let text = resp.text().await.context("cannot read the server's answer")?;
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Ok((status, body))
+    }
+
+    /// Sends and fails on an error status, showing the problem's detail.
+    async fn expect(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let (status, body) = self.send(req).await?;
+        if !status.is_success() {
+            bail!("{}", problem_text(status, &body));
+        }
+        Ok(body)
+    }
+
+    async fn get_function(&self, name: &str) -> anyhow::Result<Option<Value>> {
+        let (status, body) = self.send(self.http.get(self.url(&format!("/{name}")))).await?;
+        match status {
+            reqwest::StatusCode::NOT_FOUND => Ok(None),
+            s if s.is_success() => Ok(Some(body)),
+            s => bail!("{}", problem_text(s, &body)),
+        }
+    }
+}
+
+fn problem_text(status: reqwest::StatusCode, body: &Value) -> String {
+    let detail = body.get("detail").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| body.to_string());
+    format!("{} {}: {detail}", status.as_u16(), status.canonical_reason().unwrap_or_default())
+}
+
+/// What to deploy: a folder and the spec fields given for it.
+pub struct DeployPlan {
+    pub name: String,
+    pub dir: PathBuf,
+    pub runtime: String,
+    pub entrypoint: String,
+    pub memory_mb: Option<u32>,
+    pub timeout_sec: Option<u32>,
+    pub env: BTreeMap<String, String>,
+    /// Replace the whole spec (a manifest is the truth) rather than patch the given fields.
+    pub replace: bool,
+}
+
+impl DeployPlan {
+    /// The plan for a manifest entry.
+    pub fn from_decl(decl: &FunctionDecl) -> anyhow::Result<Self> {
+        let dir = decl.path.clone().context("function has no path")?;
+        let (runtime, entrypoint) = resolve(&dir, decl.runtime.as_deref(), decl.entrypoint.as_deref())?;
+        Ok(DeployPlan {
+            name: decl.name.clone(),
+            dir,
+            runtime,
+            entrypoint,
+            memory_mb: decl.memory_mb,
+            timeout_sec: decl.timeout_sec,
+            env: decl.env.clone(),
+            replace: true,
+        })
+    }
+
+    fn spec(&self) -> Value {
+        let mut spec = json!({ "name": self.name, "runtime": self.runtime, "entrypoint": self.entrypoint });
+        if let Some(m) = self.memory_mb {
+            spec["memory_mb"] = json!(m);
+        }
+        if let Some(t) = self.timeout_sec {
+            spec["timeout_sec"] = json!(t);
+        }
+        if self.replace || !self.env.is_empty() {
+            spec["env"] = json!(self.env);
+        }
+        spec
+    }
+}
+
+/// Creates or updates the function, uploads the folder and (with `wait`) waits until the
+/// new version serves. Returns the function as the server shows it.
+pub async fn deploy_plan(client: &Client, plan: &DeployPlan, wait: bool) -> anyhow::Result<Value> {
+    let started = Instant::now();
+    let spec = plan.spec();
+    match client.get_function(&plan.name).await? {
+        None => {
+            client
+                .expect(client.http.post(client.url("")).json(&spec))
+                .await
+                .with_context(|| format!("creating {}", plan.name))?;
+        }
+        Some(_) if plan.replace => {
+            client
+                .expect(client.http.put(client.url(&format!("/{}", plan.name))).json(&spec))
+                .await
+                .with_context(|| format!("updating {}", plan.name))?;
+        }
+        Some(_) => {
+            let req = client
+                .http
+                .patch(client.url(&format!("/{}", plan.name)))
+                .header("content-type", "application/merge-patch+json")
+                .body(spec.to_string());
+            client.expect(req).await.with_context(|| format!("updating {}", plan.name))?;
+        }
+    }
+    let dir = plan.dir.clone();
+    let archive = tokio::task::spawn_blocking(move || zip_dir(&dir)).await??;
+    let upload = client
+        .http
+        .put(client.url(&format!("/{}/code", plan.name)))
+        .header("content-type", "application/zip")
+        .body(archive);
+    let uploaded = client.expect(upload).await.with_context(|| format!("uploading {}", plan.dir.display()))?;
+    let version = uploaded.get("version").and_then(Value::as_u64).context("the server did not return a version")?;
+    if !wait {
+        return client.get_function(&plan.name).await?.context("the function disappeared");
+    }
+    let tty = std::io::stderr().is_terminal();
+    let mut shown = false;
+    loop {
+        let v = client.expect(client.http.get(client.url(&format!("/{}/versions/{version}", plan.name)))).await?;
+        let phase = v.get("phase").and_then(Value::as_str).unwrap_or_default();
+        match phase {
+            "Failed" => {
+                if tty && shown {
+                    eprintln!();
+                }
+                let log = client
+                    .http
+                    .get(client.url(&format!("/{}/versions/{version}/build-log", plan.name)))
+                    .bearer_auth(&client.token)
+                    .send()
+                    .await?
+                    .text()
+                    .await?;
+                let tail: Vec<&str> = log.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+                bail!("{} version {version} failed to build:\n{}", plan.name, tail.join("\n"));
+            }
+            "Ready" if v.get("active").and_then(Value::as_bool) == Some(true) => break,
+            _ => {}
+        }
+        if tty {
+            if !shown {
+                eprint!("building {} version {version} ", plan.name);
+                shown = true;
+            }
+            eprint!(".");
+            let _ = std::io::stderr().flush();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if tty && shown {
+        eprintln!(" done");
+    }
+    let f = client.get_function(&plan.name).await?.context("the function disappeared")?;
+    eprintln!("deployed {} version {version} in {} ms", plan.name, started.elapsed().as_millis());
+    Ok(f)
+}
+
+pub async fn deploy(conn: &Connection, args: DeployArgs) -> anyhow::Result<()> {
+    let client = Client::connect(conn)?;
+    let dir = args.dir.canonicalize().with_context(|| format!("cannot open {}", args.dir.display()))?;
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => folder_name(&dir)?,
+    };
+    let (runtime, entrypoint) = resolve(&dir, args.runtime.as_deref(), args.entrypoint.as_deref())?;
+    let mut env = BTreeMap::new();
+    for kv in &args.env {
+        let (k, v) = kv.split_once('=').with_context(|| format!("--env {kv:?}: expected KEY=VALUE"))?;
+        env.insert(k.to_string(), v.to_string());
+    }
+    let plan = DeployPlan {
+        name,
+        dir,
+        runtime,
+        entrypoint,
+        memory_mb: args.memory,
+        timeout_sec: args.timeout,
+        env,
+        replace: false,
+    };
+    let f = deploy_plan(&client, &plan, !args.no_wait).await?;
+    println!("{}", f.get("url").and_then(Value::as_str).unwrap_or_default());
+    Ok(())
+}
+
+pub async fn invoke(conn: &Connection, args: InvokeArgs) -> anyhow::Result<std::process::ExitCode> {
+    let client = Client::connect(conn)?;
+    let body = match args.data.as_deref() {
+        None => None,
+        Some("@-") => {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
+            Some(buf)
+        }
+        Some(d) if d.starts_with('@') => {
+            Some(std::fs::read(Path::new(&d[1..])).with_context(|| format!("cannot read {}", &d[1..]))?)
+        }
+        Some(d) => Some(d.as_bytes().to_vec()),
+    };
+    let method = args.method.clone().unwrap_or_else(|| if body.is_some() { "POST".into() } else { "GET".into() });
+    let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes()).context("invalid --method")?;
+    let path = if args.path.starts_with('/') { args.path.clone() } else { format!("/{}", args.path) };
+    let mut req =
+        client.http.request(method, client.url(&format!("/{}/invoke{path}", args.name))).bearer_auth(&client.token);
+    let mut has_type = false;
+    for h in &args.headers {
+        let (k, v) = h.split_once(':').with_context(|| format!("-H {h:?}: expected \"Name: value\""))?;
+        has_type |= k.trim().eq_ignore_ascii_case("content-type");
+        req = req.header(k.trim(), v.trim());
+    }
+    if let Some(body) = body {
+        if !has_type {
+            let json = serde_json::from_slice::<Value>(&body).is_ok();
+            req = req.header("content-type", if json { "application/json" } else { "application/octet-stream" });
+        }
+        req = req.body(body);
+    }
+    let resp = req.send().await.with_context(|| format!("cannot reach the server at {}", client.base))?;
+    let status = resp.status();
+    if args.include {
+        println!("HTTP {} {}", status.as_u16(), status.canonical_reason().unwrap_or_default());
+        for (k, v) in resp.headers() {
+            println!("{k}: {}", v.to_str().unwrap_or("<binary>"));
+        }
+        println!();
+    }
+    let bytes = resp.bytes().await?;
+    let mut out = std::io::stdout();
+    out.write_all(&bytes)?;
+    if !bytes.ends_with(b"\n") && out.is_terminal() {
+        out.write_all(b"\n")?;
+    }
+    if status.is_client_error() || status.is_server_error() {
+        if !args.include {
+            eprintln!("HTTP {} {}", status.as_u16(), status.canonical_reason().unwrap_or_default());
+        }
+        return Ok(std::process::ExitCode::FAILURE);
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", parts.join("  ").trim_end());
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+fn s(v: &Value, path: &[&str]) -> String {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    match cur {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub async fn functions(conn: &Connection, cmd: FnCommand) -> anyhow::Result<()> {
+    let client = Client::connect(conn)?;
+    match cmd {
+        FnCommand::List(out) => {
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut req = client.http.get(client.url("")).query(&[("limit", "1000")]);
+                if let Some(c) = &cursor {
+                    req = req.query(&[("cursor", c)]);
+                }
+                let page = client.expect(req).await?;
+                items.extend(page["items"].as_array().cloned().unwrap_or_default());
+                cursor = page["next_cursor"].as_str().map(str::to_string);
+                if cursor.is_none() {
+                    break;
+                }
+            }
+            if out.output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&json!({ "items": items }))?);
+            } else {
+                let rows: Vec<Vec<String>> = items
+                    .iter()
+                    .map(|f| {
+                        vec![
+                            s(f, &["name"]),
+                            s(f, &["runtime"]),
+                            s(f, &["status", "phase"]),
+                            s(f, &["active_version"]),
+                            s(f, &["memory_mb"]),
+                            s(f, &["timeout_sec"]),
+                            s(f, &["url"]),
+                        ]
+                    })
+                    .collect();
+                print_table(&["NAME", "RUNTIME", "PHASE", "VERSION", "MEMORY_MB", "TIMEOUT_SEC", "URL"], &rows);
+            }
+        }
+        FnCommand::Get { name, out } => {
+            let f = client.get_function(&name).await?.with_context(|| format!("function {name:?} not found"))?;
+            if out.output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&f)?);
+            } else {
+                for (k, path) in [
+                    ("name", &["name"][..]),
+                    ("namespace", &["namespace"]),
+                    ("runtime", &["runtime"]),
+                    ("entrypoint", &["entrypoint"]),
+                    ("memory_mb", &["memory_mb"]),
+                    ("timeout_sec", &["timeout_sec"]),
+                    ("enabled", &["enabled"]),
+                    ("phase", &["status", "phase"]),
+                    ("message", &["status", "message"]),
+                    ("active_version", &["active_version"]),
+                    ("url", &["url"]),
+                ] {
+                    println!("{k:<15} {}", s(&f, path));
+                }
+                let env_names: Vec<&String> = f["env"].as_object().map(|m| m.keys().collect()).unwrap_or_default();
+                println!(
+                    "{:<15} {}",
+                    "env",
+                    if env_names.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{env_names:?} (values hidden; -o json shows them)")
+                    }
+                );
+            }
+        }
+        FnCommand::Delete { name } => {
+            client.expect(client.http.delete(client.url(&format!("/{name}")))).await?;
+            eprintln!("deleted {name}");
+        }
+    }
+    Ok(())
+}
+
+pub async fn versions(conn: &Connection, args: VersionsArgs) -> anyhow::Result<()> {
+    let client = Client::connect(conn)?;
+    let f = client.get_function(&args.name).await?.with_context(|| format!("function {:?} not found", args.name))?;
+    let page = client.expect(client.http.get(client.url(&format!("/{}/versions", args.name)))).await?;
+    if args.out.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    let active = f["active_version"].as_u64();
+    let rows: Vec<Vec<String>> = page["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|v| {
+                    vec![
+                        s(v, &["version"]),
+                        s(v, &["phase"]),
+                        if v["version"].as_u64() == active { "*".into() } else { String::new() },
+                        s(v, &["sha256"]).chars().take(12).collect(),
+                        s(v, &["size_bytes"]),
+                        s(v, &["created_at"]),
+                        s(v, &["message"]).lines().last().unwrap_or_default().chars().take(60).collect(),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    print_table(&["VERSION", "PHASE", "ACTIVE", "SHA256", "SIZE_BYTES", "CREATED", "MESSAGE"], &rows);
+    Ok(())
+}

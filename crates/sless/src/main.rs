@@ -1,0 +1,48 @@
+//! The `sless` binary: `sless server`, `sless up DIR` and the client commands. `main` only
+//! parses, wires and reports the error chain.
+
+mod cli;
+mod client;
+mod manifest;
+mod pack;
+mod serve;
+mod telemetry;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
+    use cli::Command;
+    match cli.command {
+        Command::Server(args) => {
+            telemetry::init(args.log_format);
+            serve::server(args).await?;
+        }
+        Command::Up(args) => {
+            telemetry::init(args.server.log_format);
+            serve::up(args).await?;
+        }
+        Command::Deploy(args) => client::deploy(&cli.conn, args).await?,
+        Command::Invoke(args) => return client::invoke(&cli.conn, args).await,
+        Command::Fn(cmd) => client::functions(&cli.conn, cmd).await?,
+        Command::Versions(args) => client::versions(&cli.conn, args).await?,
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

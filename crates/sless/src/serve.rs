@@ -1,0 +1,245 @@
+//! `sless server` and `sless up`: wiring the store, the executor and the API, and one
+//! shutdown signal for all of them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use sless_core::archive::ArchiveLimits;
+use sless_core::traits::{BlobStore, Executor, Registry};
+use sless_runtime::{Interpreters, LocalConfig, LocalExecutor};
+use sless_server::{AdminToken, AppState, Limits};
+use sless_store::{LocalBlobStore, SqliteRegistry};
+use tokio::net::TcpListener;
+
+use crate::cli::{ServerArgs, UpArgs};
+use crate::client::{CLIENT_FILE, Client, DeployPlan, config_dir, deploy_plan};
+use crate::manifest;
+
+/// How long calls in flight may take to finish after a shutdown signal.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A started platform.
+struct Platform {
+    base_url: String,
+    token: String,
+    data_dir: PathBuf,
+    executor: LocalExecutor,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+fn default_server_data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME") {
+        return PathBuf::from(d).join("sless");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".local").join("share").join("sless"),
+        None => PathBuf::from(".sless"),
+    }
+}
+
+/// The admin token: `SLESS_ADMIN_TOKEN`, else the one kept in `<data>/admin-token`
+/// (generated at first start, mode 0600).
+fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
+    if let Ok(t) = std::env::var("SLESS_ADMIN_TOKEN") {
+        if t.trim().len() < 16 {
+            bail!("SLESS_ADMIN_TOKEN must be at least 16 characters");
+        }
+        return Ok(t.trim().to_string());
+    }
+    let file = data_dir.join("admin-token");
+    if let Ok(t) = std::fs::read_to_string(&file) {
+        return Ok(t.trim().to_string());
+    }
+    let token = format!("sless_{}", hex::encode(rand::random::<[u8; 24]>()));
+    write_private(&file, &token)?;
+    Ok(token)
+}
+
+/// Writes a file readable only by its owner (0600).
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::io::Write::write_all(&mut f, content.as_bytes())?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+fn sqlite_path(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<PathBuf> {
+    match args.database_url.as_deref() {
+        None => Ok(data_dir.join("sless.db")),
+        Some(url) => match url.strip_prefix("sqlite://") {
+            Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
+            _ => bail!("--database-url {url:?}: only sqlite://PATH is supported by this build"),
+        },
+    }
+}
+
+fn blob_dir(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<PathBuf> {
+    match args.blob_url.as_deref() {
+        None => Ok(data_dir.join("archives")),
+        Some(url) => match url.strip_prefix("file://") {
+            Some(path) if path.starts_with('/') => Ok(PathBuf::from(path)),
+            _ => bail!("--blob-url {url:?}: only file:///ABSOLUTE/PATH is supported by this build"),
+        },
+    }
+}
+
+async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<Platform> {
+    let data_dir = args.data_dir.clone().unwrap_or(default_data_dir);
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
+    let data_dir = data_dir.canonicalize()?;
+    let db = sqlite_path(args, &data_dir)?;
+    let registry: Arc<dyn Registry> = Arc::new(
+        SqliteRegistry::open(&db).await.with_context(|| format!("cannot open the database {}", db.display()))?,
+    );
+    let blobs_dir = blob_dir(args, &data_dir)?;
+    let blobs: Arc<dyn BlobStore> = Arc::new(
+        LocalBlobStore::open(&blobs_dir)
+            .with_context(|| format!("cannot open the archive folder {}", blobs_dir.display()))?,
+    );
+    let interpreters = tokio::task::spawn_blocking({
+        let (python, node) = (args.python.clone(), args.node.clone());
+        move || Interpreters::resolve(&python, &node)
+    })
+    .await??;
+    tracing::info!(python = %interpreters.python.display(), node = %interpreters.node.display(), "interpreters");
+    let archive = ArchiveLimits {
+        max_compressed_bytes: args.max_archive_mb * 1024 * 1024,
+        max_uncompressed_bytes: args.max_unpacked_mb * 1024 * 1024,
+        ..ArchiveLimits::default()
+    };
+    let executor = LocalExecutor::new(
+        LocalConfig {
+            data_dir: data_dir.clone(),
+            interpreters,
+            build_timeout: Duration::from_secs(args.build_timeout_sec),
+            max_instances_per_function: args.max_instances_per_function,
+            archive_limits: archive,
+        },
+        registry.clone(),
+        blobs.clone(),
+    )?;
+    executor.resume().await?;
+    let listener = TcpListener::bind(args.listen).await.with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let base_url = format!("http://{addr}");
+    let token = admin_token(&data_dir)?;
+    let state = AppState {
+        registry,
+        blobs,
+        executor: Arc::new(executor.clone()),
+        admin_token: AdminToken::new(&token),
+        limits: Limits {
+            archive,
+            max_request_bytes: args.max_body_mb * 1024 * 1024,
+            max_response_bytes: args.max_body_mb * 1024 * 1024,
+        },
+        base_url: base_url.clone(),
+    };
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let server = tokio::spawn(sless_server::serve(listener, state, shutdown));
+    // Where the CLI finds this server by default.
+    let conn = serde_json::json!({ "url": base_url, "token": token }).to_string();
+    write_private(&data_dir.join(CLIENT_FILE), &conn)?;
+    if let Some(dir) = config_dir()
+        && let Err(e) = write_private(&dir.join(CLIENT_FILE), &conn)
+    {
+        tracing::warn!(error = %e, "cannot save the connection for the CLI");
+    }
+    tracing::info!(url = %base_url, data_dir = %data_dir.display(), "sless is listening");
+    println!("sless listening on {base_url}");
+    Ok(Platform { base_url, token, data_dir, executor, server, stop })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+}
+
+impl Platform {
+    /// Serves until Ctrl-C or SIGTERM, drains calls in flight (bounded), then stops every
+    /// instance.
+    async fn run_until_signal(mut self) -> anyhow::Result<()> {
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            res = &mut self.server => {
+                res??;
+                bail!("the server stopped unexpectedly");
+            }
+        }
+        tracing::info!("shutting down: draining calls in flight");
+        let _ = self.stop.send(true);
+        match tokio::time::timeout(DRAIN_TIMEOUT, &mut self.server).await {
+            Ok(res) => res??,
+            Err(_) => tracing::warn!("calls still in flight after {} s; stopping them", DRAIN_TIMEOUT.as_secs()),
+        }
+        self.executor.shutdown().await;
+        tracing::info!(data_dir = %self.data_dir.display(), "stopped");
+        Ok(())
+    }
+}
+
+pub async fn server(args: ServerArgs) -> anyhow::Result<()> {
+    let platform = start(&args, default_server_data_dir()).await?;
+    platform.run_until_signal().await
+}
+
+pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let manifest = manifest::load(&args.dir)?;
+    let platform = start(&args.server, PathBuf::from(".sless")).await?;
+    let client = Client::new(&platform.base_url, &platform.token, &manifest.namespace);
+    let mut failed = 0;
+    for decl in &manifest.functions {
+        let result = async { deploy_plan(&client, &DeployPlan::from_decl(decl)?, true).await }.await;
+        match result {
+            Ok(f) => println!("  {:<20} {}", decl.name, f["url"].as_str().unwrap_or_default()),
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: {}: {e:#}", decl.name);
+            }
+        }
+    }
+    println!("token: {}", platform.token);
+    println!(
+        "try:   curl -H \"Authorization: Bearer $(cat {}/admin-token)\" {}/v1/namespaces/{}/functions",
+        platform.data_dir.display(),
+        platform.base_url,
+        manifest.namespace
+    );
+    if failed > 0 {
+        eprintln!("{failed} function(s) failed to deploy; serving the rest. Press Ctrl-C to stop.");
+    } else {
+        eprintln!("ready. Press Ctrl-C to stop.");
+    }
+    platform.run_until_signal().await
+}

@@ -1,0 +1,610 @@
+'use strict';
+// sless runtime shim for Node.js 20 (standard library only). The contract is ../PROTOCOL.md.
+//
+//   node bootstrap.cjs [--check]
+//
+// Loads the handler named by SLESS_HANDLER (Lambda's rule, loaded with dynamic import() so
+// CommonJS and ESM load exactly as Node loads them), then serves `invoke` frames from the
+// inherited Unix socket (SLESS_CONTROL_FD, normally 3) one at a time: builds the Lambda-style
+// context, calls the handler (sync, async, callback, context.succeed/fail/done) and answers with
+// `result` or `error`. process.stdout/process.stderr writes (and so console.*) are sent as `log`
+// frames tagged with the request being served, always before that request's result. An `error`
+// after which the process exits (uncaughtException, unhandledRejection, process.exit() during a
+// request) carries `"fatal": true` so the supervisor does not reuse the instance.
+
+const fs = require('fs');
+const path = require('path');
+
+const CHECK = process.argv.slice(2).includes('--check');
+const MAX_FRAME = 64 * 1024 * 1024; // larger frames are a protocol error (both directions)
+const LOG_CHUNK = 1024 * 1024; // characters per log frame (<= 6 MiB of JSON even if all escaped)
+
+const env = process.env;
+const codeDir = path.resolve(env.SLESS_CODE_DIR || process.cwd());
+const handlerSpec = env.SLESS_HANDLER || '';
+
+let handler = null; // the user's function, once loaded
+let ready = false; // `ready` was sent
+let sock = null; // the control socket
+let current = null; // the invocation being served: {id, deadline, claimed, sent}
+const queue = []; // invokes received while busy
+let eof = false; // the supervisor closed its side
+let dying = false; // a fatal error happened: serve nothing more
+let closing = false; // shutdown() was called
+let onEmptyLoop = null; // run when the event loop becomes empty (callbackWaitsForEmptyEventLoop)
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+function runtimeError(name, message) {
+  const e = new Error(message);
+  e.name = name;
+  return e;
+}
+
+function isError(v) {
+  return v instanceof Error || Object.prototype.toString.call(v) === '[object Error]';
+}
+
+// -> {errorType, errorMessage, stackTrace: [lines], text: what goes to stderr}
+function describeError(err) {
+  try {
+    if (isError(err)) {
+      let type = typeof err.name === 'string' && err.name ? err.name : '';
+      if (!type) type = (err.constructor && err.constructor.name) || 'Error';
+      const message = err.message == null ? '' : String(err.message);
+      const stack = typeof err.stack === 'string' && err.stack ? err.stack : `${type}: ${message}`;
+      return { errorType: type, errorMessage: message, stackTrace: stack.split('\n'), text: stack };
+    }
+    let message;
+    if (typeof err === 'string') message = err;
+    else {
+      try {
+        message = JSON.stringify(err);
+      } catch (_) {
+        message = undefined;
+      }
+      if (typeof message !== 'string') message = String(err);
+    }
+    return { errorType: 'Error', errorMessage: message, stackTrace: [], text: `Error: ${message}` };
+  } catch (_) {
+    const m = 'the handler failed with a value that could not be described';
+    return { errorType: 'Error', errorMessage: m, stackTrace: [], text: `Error: ${m}` };
+  }
+}
+
+function rawStderr(text) {
+  try {
+    fs.writeSync(2, `sless nodejs20 bootstrap: ${text}\n`);
+  } catch (_) {
+    /* nothing else to do */
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames out
+
+function frame(json) {
+  const len = Buffer.byteLength(json);
+  const buf = Buffer.allocUnsafe(4 + len);
+  buf.writeUInt32BE(len, 0);
+  buf.write(json, 4, len, 'utf8');
+  return buf;
+}
+
+function send(json) {
+  if (sock && !sock.destroyed && sock.writable) sock.write(frame(json));
+}
+
+function sendLog(stream, text) {
+  if (!text) return;
+  const id = JSON.stringify(current ? current.id : null);
+  for (let i = 0; i < text.length; ) {
+    let end = Math.min(text.length, i + LOG_CHUNK);
+    if (end < text.length) {
+      const c = text.charCodeAt(end - 1);
+      if (c >= 0xd800 && c <= 0xdbff) end -= 1; // do not split a surrogate pair
+    }
+    send(`{"type":"log","id":${id},"stream":"${stream}","data":${JSON.stringify(text.slice(i, end))}}`);
+    i = end;
+  }
+}
+
+// console.* write through process.stdout/stderr.write, so patching those captures everything
+// written from JavaScript. Writes at the descriptor level still reach the real stdout/stderr.
+function captureStream(stream, name) {
+  let decoder = null;
+  stream.write = function write(chunk, encoding, cb) {
+    if (typeof encoding === 'function') {
+      cb = encoding;
+      encoding = undefined;
+    }
+    let text;
+    if (typeof chunk === 'string') {
+      text =
+        encoding && encoding !== 'utf8' && encoding !== 'utf-8' && Buffer.isEncoding(encoding)
+          ? Buffer.from(chunk, encoding).toString('utf8')
+          : chunk;
+    } else if (chunk instanceof Uint8Array) {
+      if (!decoder) decoder = new TextDecoder('utf-8');
+      text = decoder.decode(chunk, { stream: true }); // keeps a split UTF-8 sequence for later
+    } else {
+      const e = new TypeError(
+        'The "chunk" argument must be of type string or an instance of Buffer or Uint8Array.' +
+          ` Received ${chunk === null ? 'null' : typeof chunk}`
+      );
+      e.code = 'ERR_INVALID_ARG_TYPE';
+      throw e;
+    }
+    sendLog(name, text);
+    if (typeof cb === 'function') process.nextTick(cb, null);
+    return true;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading the handler
+
+const IMPORT_ERROR_CODES = new Set([
+  'MODULE_NOT_FOUND',
+  'ERR_MODULE_NOT_FOUND',
+  'ERR_UNSUPPORTED_DIR_IMPORT',
+  'ERR_PACKAGE_PATH_NOT_EXPORTED',
+  'ERR_UNKNOWN_FILE_EXTENSION',
+  'ERR_REQUIRE_ESM',
+]);
+
+function wrapLoadError(e) {
+  if (!isError(e)) return e;
+  let type = null;
+  if (e instanceof SyntaxError || e.name === 'SyntaxError') type = 'Runtime.UserCodeSyntaxError';
+  else if (IMPORT_ERROR_CODES.has(e.code)) type = 'Runtime.ImportModuleError';
+  if (!type) return e; // any other error thrown while loading is reported as itself
+  const w = runtimeError(type, `${e.name}: ${e.message}`);
+  w.stack = `${type}: ${e.stack || `${e.name}: ${e.message}`}`;
+  return w;
+}
+
+function walk(obj, keys) {
+  for (const k of keys) {
+    if (obj === null || obj === undefined) return undefined;
+    obj = obj[k];
+  }
+  return obj;
+}
+
+// Lambda's rule: folder before the last '/', module up to the first '.', the rest a property path.
+async function loadHandler() {
+  const spec = handlerSpec;
+  if (!spec) throw runtimeError('Runtime.MalformedHandlerName', 'SLESS_HANDLER is not set');
+  if (spec.includes('..')) {
+    throw runtimeError(
+      'Runtime.MalformedHandlerName',
+      `'${spec}' is not a valid handler name. Use absolute paths when specifying root directories in handler names.`
+    );
+  }
+  const slash = spec.lastIndexOf('/');
+  const folder = spec.slice(0, slash + 1);
+  const rest = spec.slice(slash + 1);
+  const dot = rest.indexOf('.');
+  const moduleName = dot > 0 ? rest.slice(0, dot) : '';
+  const props = dot > 0 ? rest.slice(dot + 1).split('.') : [];
+  if (!moduleName || props.length === 0 || props.some((p) => p === '')) {
+    throw runtimeError('Runtime.MalformedHandlerName', `Bad handler ${spec}`);
+  }
+
+  const base = path.resolve(codeDir, folder, moduleName);
+  let file = null;
+  for (const ext of ['.js', '.mjs', '.cjs', '']) {
+    const st = fs.statSync(base + ext, { throwIfNoEntry: false });
+    if (!st) continue;
+    if (st.isFile()) {
+      file = base + ext;
+      break;
+    }
+    if (ext === '' && st.isDirectory()) {
+      try {
+        file = require.resolve(base); // a folder: its package.json "main" or index.js
+      } catch (_) {
+        /* not loadable */
+      }
+    }
+  }
+  if (!file) {
+    throw runtimeError(
+      'Runtime.ImportModuleError',
+      `Error: Cannot find module '${folder}${moduleName}' (looked for ${moduleName}.js, ${moduleName}.mjs,` +
+        ` ${moduleName}.cjs and ${moduleName} in ${path.dirname(base)})`
+    );
+  }
+
+  let ns;
+  try {
+    ns = await import(require('url').pathToFileURL(file).href);
+  } catch (e) {
+    throw wrapLoadError(e);
+  }
+
+  // A CommonJS module's namespace holds `default` (module.exports) plus the named exports Node
+  // could detect; an ESM module may also `export default {handler}`.
+  let fn = walk(ns, props);
+  if (typeof fn !== 'function' && ns.default !== undefined && ns.default !== null) {
+    const alt = walk(ns.default, props);
+    if (fn === undefined || typeof alt === 'function') fn = alt;
+  }
+  if (fn === undefined) throw runtimeError('Runtime.HandlerNotFound', `${spec} is undefined or not exported`);
+  if (typeof fn !== 'function') throw runtimeError('Runtime.HandlerNotFound', `${spec} is not a function`);
+  return fn;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+// Identity values exactly as the Python shim computes them (see PROTOCOL.md, "The context").
+const memoryMB = String(env.SLESS_MEMORY_MB || env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE || '128');
+const functionName = env.SLESS_FUNCTION_NAME || env.AWS_LAMBDA_FUNCTION_NAME || '';
+const functionVersion = env.SLESS_FUNCTION_VERSION || env.AWS_LAMBDA_FUNCTION_VERSION || '$LATEST';
+const namespace = env.SLESS_NAMESPACE || 'default';
+const invokedFunctionArn = `arn:aws:lambda:local:${namespace}:function:${functionName}`;
+const logGroupName = `/aws/lambda/${functionName}`;
+const logStreamName = (() => {
+  const d = new Date();
+  const p = (n) => String(n).padStart(2, '0');
+  let hex = '';
+  for (let i = 0; i < 4; i++) hex += Math.floor(Math.random() * 0x100000000).toString(16).padStart(8, '0');
+  return `${d.getUTCFullYear()}/${p(d.getUTCMonth() + 1)}/${p(d.getUTCDate())}/[${functionVersion}]${hex}`;
+})();
+
+function alias(obj, name, value) {
+  Object.defineProperty(obj, name, { value, enumerable: false, writable: true, configurable: true });
+}
+
+function makeContext(inv, done) {
+  const remaining = () => Math.max(0, inv.deadline - Date.now());
+  const ctx = {
+    callbackWaitsForEmptyEventLoop: true,
+    functionName,
+    functionVersion,
+    invokedFunctionArn,
+    memoryLimitInMB: memoryMB,
+    awsRequestId: inv.id,
+    requestId: inv.id,
+    logGroupName,
+    logStreamName,
+    identity: undefined,
+    clientContext: undefined,
+    getRemainingTimeInMillis: remaining,
+    done,
+    succeed: (result) => done(null, result),
+    fail: (err) => done(err === undefined || err === null ? 'handled' : err),
+  };
+  alias(ctx, 'request_id', inv.id);
+  alias(ctx, 'aws_request_id', inv.id);
+  alias(ctx, 'function_name', functionName);
+  alias(ctx, 'function_version', functionVersion);
+  alias(ctx, 'memory_limit_in_mb', memoryMB);
+  alias(ctx, 'invoked_function_arn', invokedFunctionArn);
+  alias(ctx, 'log_group_name', logGroupName);
+  alias(ctx, 'log_stream_name', logStreamName);
+  alias(ctx, 'get_remaining_time_in_millis', remaining);
+  return ctx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invocations
+
+function sendResult(inv, value) {
+  let json;
+  try {
+    json = JSON.stringify(value === undefined ? null : value);
+  } catch (e) {
+    sendError(inv, runtimeError('Runtime.MarshalError', `Unable to stringify response body: ${e && e.message}`));
+    return;
+  }
+  if (json === undefined) json = 'null'; // a function or symbol
+  const msg = `{"type":"result","id":${JSON.stringify(inv.id)},"result":${json}}`;
+  if (msg.length > MAX_FRAME / 3 && Buffer.byteLength(msg) > MAX_FRAME) {
+    sendError(
+      inv,
+      runtimeError('Function.ResponseSizeTooLarge', `Response payload size exceeded maximum allowed payload size (${MAX_FRAME} bytes).`)
+    );
+    return;
+  }
+  send(msg);
+}
+
+// An `error` frame; `fatal`: this process exits right after it (the supervisor discards it).
+function errorFrame(id, d, stackTrace, fatal) {
+  const f = { type: 'error', id, errorType: d.errorType, errorMessage: d.errorMessage, stackTrace };
+  if (fatal) f.fatal = true;
+  return f;
+}
+
+function sendError(inv, err, fatal = false) {
+  const d = describeError(err);
+  sendLog('stderr', `${d.text}\n`);
+  let msg = JSON.stringify(errorFrame(inv.id, d, d.stackTrace, fatal));
+  if (Buffer.byteLength(msg) > MAX_FRAME) {
+    msg = JSON.stringify(errorFrame(inv.id, { ...d, errorMessage: d.errorMessage.slice(0, 1024 * 1024) }, [], fatal));
+  }
+  send(msg);
+}
+
+function waitForEmptyLoop(fn) {
+  onEmptyLoop = fn;
+  if (sock) sock.unref(); // only the function's own work keeps the loop alive now
+}
+
+process.on('beforeExit', () => {
+  const fn = onEmptyLoop;
+  if (!fn) return;
+  onEmptyLoop = null;
+  if (sock) sock.ref();
+  fn();
+});
+
+function finish(inv, isError, value, fatal = false) {
+  if (inv.sent) return;
+  inv.sent = true;
+  if (isError) sendError(inv, value, fatal);
+  else sendResult(inv, value);
+  if (current === inv) current = null;
+  onEmptyLoop = null;
+  if (sock) sock.ref();
+  setImmediate(pump);
+}
+
+function invoke(msg) {
+  let deadline = Number(msg.deadline_ms);
+  if (!Number.isFinite(deadline)) deadline = Date.now() + 1000 * (Number(env.SLESS_TIMEOUT_SEC) || 3);
+  const inv = { id: msg.id === undefined ? null : msg.id, deadline, claimed: false, sent: false };
+  current = inv;
+
+  // The first way of finishing wins: the callback, context.succeed/fail/done, the returned promise.
+  const claim = () => {
+    if (inv.claimed) return false;
+    inv.claimed = true;
+    return true;
+  };
+  const done = (err, result) => {
+    if (!claim()) return;
+    if (err !== undefined && err !== null) finish(inv, true, err);
+    else finish(inv, false, result);
+  };
+  const ctx = makeContext(inv, done);
+  const callback = (err, result) => {
+    if (!claim()) return;
+    if (err !== undefined && err !== null) finish(inv, true, err);
+    else if (!ctx.callbackWaitsForEmptyEventLoop) finish(inv, false, result);
+    else waitForEmptyLoop(() => finish(inv, false, result)); // Lambda: answer once the loop is idle
+  };
+
+  const fn = handler;
+  let ret;
+  try {
+    ret = fn(msg.event, ctx, callback);
+  } catch (e) {
+    done(e);
+    return;
+  }
+  if (ret !== null && (typeof ret === 'object' || typeof ret === 'function') && typeof ret.then === 'function') {
+    Promise.resolve(ret).then(
+      (v) => done(null, v),
+      (e) => done(e === undefined || e === null ? runtimeError('Error', String(e)) : e)
+    );
+  } else if (fn.length < 3 && ret !== undefined) {
+    done(null, ret); // a plain synchronous return value
+  }
+  // Nothing settled yet: like Lambda, answer null if the event loop runs dry first.
+  if (!inv.claimed && !onEmptyLoop) {
+    waitForEmptyLoop(() => {
+      if (claim()) finish(inv, false, null);
+    });
+  }
+}
+
+function pump() {
+  if (current || dying || !ready) return;
+  const msg = queue.shift();
+  if (msg) invoke(msg);
+  else if (eof) shutdown(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames in
+
+const inChunks = [];
+let inTotal = 0;
+let inNeed = -1; // body length of the frame being read, -1 while reading its header
+
+function take(n) {
+  const buf = inChunks.length === 1 ? inChunks[0] : Buffer.concat(inChunks, inTotal);
+  inChunks.length = 0;
+  inTotal = buf.length - n;
+  if (inTotal > 0) inChunks.push(buf.subarray(n));
+  return buf.subarray(0, n);
+}
+
+function protocolError(message) {
+  rawStderr(`protocol error: ${message}`);
+  dying = true;
+  shutdown(1);
+}
+
+function onData(chunk) {
+  inChunks.push(chunk);
+  inTotal += chunk.length;
+  while (!closing) {
+    if (inNeed < 0) {
+      if (inTotal < 4) return;
+      inNeed = take(4).readUInt32BE(0);
+      if (inNeed > MAX_FRAME) return protocolError(`incoming frame of ${inNeed} bytes`);
+    }
+    if (inTotal < inNeed) return;
+    const body = take(inNeed);
+    inNeed = -1;
+    let msg;
+    try {
+      msg = JSON.parse(body.toString('utf8'));
+    } catch (e) {
+      return protocolError(`bad JSON frame: ${e.message}`);
+    }
+    if (msg && msg.type === 'invoke') {
+      queue.push(msg);
+      pump();
+    } else {
+      rawStderr(`ignoring frame of type ${JSON.stringify(msg && msg.type)}`);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exit paths
+
+function shutdown(code) {
+  if (closing) return;
+  closing = true;
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 2000).unref();
+  if (!sock || sock.destroyed) {
+    process.exit(code);
+    return;
+  }
+  sock.end(() => process.exit(code)); // after every queued frame is written
+}
+
+function initError(err) {
+  dying = true;
+  const e = wrapLoadError(err);
+  const d = describeError(e);
+  sendLog('stderr', `${d.text}\n`);
+  send(
+    JSON.stringify({
+      type: 'init_error',
+      errorType: d.errorType,
+      errorMessage: d.errorMessage,
+      stackTrace: d.stackTrace,
+    })
+  );
+  shutdown(1);
+}
+
+// unhandledRejection / uncaughtException: report it for the request being served, then exit 1.
+function fatal(err) {
+  if (dying) return;
+  if (!ready) {
+    initError(err);
+    return;
+  }
+  dying = true;
+  const inv = current;
+  if (inv && !inv.sent) {
+    inv.claimed = true;
+    finish(inv, true, err, true);
+  } else {
+    sendLog('stderr', `${describeError(err).text}\n`);
+  }
+  shutdown(1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --check: import the entrypoint, check the handler is a function, exit 0 / 1.
+
+function check() {
+  let atLineStart = true;
+  const write = process.stdout.write;
+  process.stdout.write = function (chunk) {
+    if (chunk && chunk.length) {
+      atLineStart =
+        typeof chunk === 'string' ? chunk.endsWith('\n') : chunk[chunk.length - 1] === 10;
+    }
+    return write.apply(this, arguments);
+  };
+  let failed = false;
+  const fail = (err) => {
+    if (failed) return;
+    failed = true;
+    process.exitCode = 1;
+    const d = describeError(wrapLoadError(err));
+    process.stderr.write(`${d.text}\n`);
+    const line = JSON.stringify({ errorType: d.errorType, errorMessage: d.errorMessage });
+    write.call(process.stdout, `${atLineStart ? '' : '\n'}${line}\n`, () => process.exit(1));
+    setTimeout(() => process.exit(1), 2000).unref();
+  };
+  process.on('uncaughtException', fail);
+  process.on('unhandledRejection', fail);
+  loadHandler().then(() => {
+    if (!failed) process.exit(0);
+  }, fail);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start
+
+function main() {
+  if (process.cwd() !== codeDir) {
+    try {
+      process.chdir(codeDir);
+    } catch (_) {
+      /* the import reports a missing code root */
+    }
+  }
+  if (env.LAMBDA_TASK_ROOT === undefined) env.LAMBDA_TASK_ROOT = codeDir;
+  if (env._HANDLER === undefined) env._HANDLER = handlerSpec;
+  if (env.AWS_LAMBDA_LOG_GROUP_NAME === undefined) env.AWS_LAMBDA_LOG_GROUP_NAME = logGroupName;
+  if (env.AWS_LAMBDA_LOG_STREAM_NAME === undefined) env.AWS_LAMBDA_LOG_STREAM_NAME = logStreamName;
+
+  if (CHECK) {
+    check();
+    return;
+  }
+
+  const fd = Number(env.SLESS_CONTROL_FD || 3);
+  try {
+    sock = new (require('net').Socket)({ fd, readable: true, writable: true, allowHalfOpen: true });
+  } catch (e) {
+    rawStderr(`cannot open control socket fd ${fd}: ${e && e.message}`);
+    process.exit(1);
+  }
+  sock.on('error', (e) => {
+    if (!closing) rawStderr(`control socket: ${e && e.message}`);
+    const gone = e && (e.code === 'EPIPE' || e.code === 'ECONNRESET');
+    process.exit(closing ? process.exitCode : gone ? 0 : 1);
+  });
+
+  captureStream(process.stdout, 'stdout');
+  captureStream(process.stderr, 'stderr');
+  process.on('uncaughtException', fatal);
+  process.on('unhandledRejection', fatal);
+  // process.exit() called by the function while a request is open: tell the supervisor why.
+  process.on('exit', (code) => {
+    const inv = current;
+    if (!inv || inv.sent || closing || !sock || sock.destroyed || sock.writableLength > 0) return;
+    const e = runtimeError('Runtime.ExitError', `RequestId: ${inv.id} Error: Runtime exited with error: exit status ${code}`);
+    const d = describeError(e);
+    try {
+      fs.writeSync(fd, frame(JSON.stringify(errorFrame(inv.id, d, [], true))));
+    } catch (_) {
+      /* the supervisor sees the exit anyway */
+    }
+  });
+
+  loadHandler().then(
+    (fn) => {
+      if (dying) return;
+      handler = fn;
+      ready = true;
+      send('{"type":"ready"}');
+      sock.on('data', onData);
+      sock.on('end', () => {
+        eof = true;
+        if (!current) pump();
+      });
+    },
+    (e) => {
+      if (!dying) initError(e);
+    }
+  );
+}
+
+main();
