@@ -69,13 +69,16 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{fn_path}/versions/{{version}}"), get(functions::version))
         .route(&format!("{fn_path}/versions/{{version}}/build-log"), get(functions::build_log))
         .route(&format!("{fn_path}/invoke"), any(invoke::invoke_root))
+        .route(&format!("{fn_path}/invoke/"), any(invoke::invoke_root))
         .route(&format!("{fn_path}/invoke/{{*path}}"), any(invoke::invoke_path))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_admin));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(health_ready))
         .merge(v1)
-        .fallback(|| async { AppError::Core(sless_core::Error::NotFound { kind: "route", name: "this path".into() }) })
+        .fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
+            AppError::Core(sless_core::Error::NotFound { kind: "route", name: format!("{method} {}", uri.path()) })
+        })
         .with_state(state)
 }
 

@@ -1,0 +1,262 @@
+//! Running functions through the real server: handler styles, errors, timeouts, crashes,
+//! failed builds and restarts.
+
+mod common;
+
+use common::{Server, zip};
+use serde_json::json;
+
+#[tokio::test]
+async fn python_sync_and_async_handlers_and_the_event() {
+    let server = Server::start();
+    let code = r#"
+import asyncio
+def handler(event, context):
+    return {"statusCode": 201, "headers": {"X-Kind": "sync"}, "body": event["path"] + "|" + (event["queryStringParameters"] or {}).get("a", "") + "|" + context.function_name + "|" + context.aws_request_id}
+async def ahandler(event, context):
+    await asyncio.sleep(0.01)
+    return {"async": True, "remaining_ok": 0 < context.get_remaining_time_in_millis() <= 5000}
+"#;
+    server.deploy("py", "python3.11", "main.handler", &[("main.py", code)], json!({"timeout_sec": 5})).await;
+    let (s, h, b) = server.invoke("py", "GET", "/x/y?a=1&a=2", None).await;
+    assert_eq!(s, 201);
+    assert_eq!(h["x-kind"], "sync");
+    let text = b.as_str().expect("text body").to_string();
+    let parts: Vec<&str> = text.split('|').collect();
+    assert_eq!(&parts[..3], ["/x/y", "2", "py"]);
+    assert_eq!(parts[3], h["x-request-id"].to_str().expect("id"), "request id reaches the handler");
+
+    server.deploy("apy", "python3.11", "main.ahandler", &[("main.py", code)], json!({"timeout_sec": 5})).await;
+    let (s, _, b) = server.invoke("apy", "POST", "", Some("{}")).await;
+    assert_eq!((s, b), (200, json!({"async": true, "remaining_ok": true})));
+}
+
+#[tokio::test]
+async fn node_commonjs_esm_and_callback_handlers() {
+    let server = Server::start();
+    server
+        .deploy(
+            "cjs",
+            "nodejs20",
+            "index.handler",
+            &[(
+                "index.js",
+                "exports.handler = async (e, c) => ({ fn: c.functionName, v: c.functionVersion, body: e.body });",
+            )],
+            json!({}),
+        )
+        .await;
+    let (s, _, b) = server.invoke("cjs", "POST", "", Some(r#"{"k":1}"#)).await;
+    assert_eq!((s, b), (200, json!({"fn": "cjs", "v": "1", "body": "{\"k\":1}"})));
+
+    server
+        .deploy(
+            "esm",
+            "nodejs20",
+            "app.handler",
+            &[("app.mjs", "export const handler = async () => 'plain text';")],
+            json!({}),
+        )
+        .await;
+    let (s, h, b) = server.invoke("esm", "GET", "", None).await;
+    assert_eq!((s, b), (200, json!("plain text")));
+    assert!(h["content-type"].to_str().expect("ct").starts_with("text/plain"));
+
+    let cb = "exports.handler = (event, context, callback) => { setTimeout(() => callback(null, { statusCode: 202, body: 'cb' }), 5); };";
+    server.deploy("cb", "nodejs20", "index.handler", &[("index.js", cb)], json!({})).await;
+    let (s, _, b) = server.invoke("cb", "GET", "", None).await;
+    assert_eq!((s, b), (202, json!("cb")));
+}
+
+#[tokio::test]
+async fn an_exception_is_a_502_with_its_error_type_and_the_next_call_works() {
+    let server = Server::start();
+    let code = r#"
+def handler(event, context):
+    if event["path"] == "/boom":
+        raise ValueError("bad input here")
+    return "fine"
+"#;
+    server.deploy("err", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (s, h, b) = server.invoke("err", "GET", "/boom", None).await;
+    assert_eq!(s, 502);
+    assert_eq!(h["x-function-error"], "true");
+    assert_eq!(
+        b,
+        json!({"errorType": "ValueError", "errorMessage": "bad input here"}),
+        "no stack trace in the response"
+    );
+    let (s, _, b) = server.invoke("err", "GET", "/", None).await;
+    assert_eq!((s, b), (200, json!("fine")));
+    assert!(server.log().contains("Traceback"), "the stack trace is in the logs");
+
+    let node = "exports.handler = async () => { undefinedThing(); };";
+    server.deploy("nerr", "nodejs20", "index.handler", &[("index.js", node)], json!({})).await;
+    let (s, h, b) = server.invoke("nerr", "GET", "/", None).await;
+    assert_eq!((s, b["errorType"].clone()), (502, json!("ReferenceError")));
+    assert_eq!(h["x-function-error"], "true");
+}
+
+#[tokio::test]
+async fn a_call_past_timeout_sec_gets_504_and_the_next_call_succeeds() {
+    let server = Server::start();
+    let code = r#"
+import time
+def handler(event, context):
+    if event["path"] == "/slow":
+        time.sleep(30)
+    return "quick"
+"#;
+    server.deploy("slow", "python3.11", "main.handler", &[("main.py", code)], json!({"timeout_sec": 1})).await;
+    let started = std::time::Instant::now();
+    let (s, h, b) = server.invoke("slow", "GET", "/slow", None).await;
+    assert_eq!(s, 504, "{b}");
+    assert_eq!(b["errorType"], "Function.Timeout");
+    assert_eq!(h["x-function-error"], "true");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "the stuck call was cut");
+    let (s, _, b) = server.invoke("slow", "GET", "/", None).await;
+    assert_eq!((s, b), (200, json!("quick")));
+}
+
+#[tokio::test]
+async fn a_crashed_instance_is_replaced() {
+    let server = Server::start();
+    let code = r#"
+import os
+def handler(event, context):
+    if event["path"] == "/die":
+        os._exit(3)
+    return os.getpid()
+"#;
+    server.deploy("crash", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (_, _, first_pid) = server.invoke("crash", "GET", "/", None).await;
+    let (s, h, b) = server.invoke("crash", "GET", "/die", None).await;
+    assert_eq!(s, 502, "{b}");
+    assert_eq!(b["errorType"], "RuntimeExited");
+    assert!(b["errorMessage"].as_str().unwrap_or_default().contains("code 3"), "{b}");
+    assert_eq!(h["x-function-error"], "true");
+    let (s, _, pid) = server.invoke("crash", "GET", "/", None).await;
+    assert_eq!(s, 200);
+    assert_ne!(pid, first_pid, "a new instance serves");
+}
+
+#[tokio::test]
+async fn an_entrypoint_that_cannot_be_imported_fails_the_version_at_deploy() {
+    let server = Server::start();
+    let (s, _) = server.create(json!({"name": "imp", "runtime": "python3.11", "entrypoint": "main.handler"})).await;
+    assert_eq!(s, 201);
+    let (s, b) =
+        server.upload("imp", zip(&[("main.py", "import no_such_module\ndef handler(e, c):\n    return 1\n")])).await;
+    assert_eq!(s, 202, "{b}");
+    let v = server.wait_version("imp", 1).await;
+    assert_eq!(v["phase"], "Failed");
+    let (_, f) = server.get("imp").await;
+    assert_eq!(f["status"]["phase"], "Failed");
+    let msg = f["status"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("no_such_module"), "{msg}");
+    let (s, h, _) = server.invoke("imp", "GET", "", None).await;
+    assert_eq!(s, 503);
+    assert!(h.contains_key("retry-after"));
+
+    // A missing handler function in an importable Node module fails the same way.
+    let (s, _) =
+        server.create(json!({"name": "nohandler", "runtime": "nodejs20", "entrypoint": "index.handler"})).await;
+    assert_eq!(s, 201);
+    server.upload("nohandler", zip(&[("index.js", "exports.other = () => 1;")])).await;
+    assert_eq!(server.wait_version("nohandler", 1).await["phase"], "Failed");
+    let (_, f) = server.get("nohandler").await;
+    assert!(f["status"]["message"].as_str().unwrap_or_default().contains("Runtime.HandlerNotFound"), "{f}");
+}
+
+#[tokio::test]
+async fn a_failed_build_leaves_the_previous_version_serving() {
+    let server = Server::start();
+    server
+        .deploy(
+            "keep",
+            "python3.11",
+            "main.handler",
+            &[("main.py", "def handler(e, c):\n    return 'v1'\n")],
+            json!({}),
+        )
+        .await;
+    let bad = zip(&[
+        ("main.py", "def handler(e, c):\n    return 'v2'\n"),
+        ("requirements.txt", "this-package-does-not-exist-sless==0.0.1\n"),
+    ]);
+    let (s, b) = server.upload("keep", bad).await;
+    assert_eq!((s, b["version"].clone()), (202, json!(2)));
+    let v = server.wait_version("keep", 2).await;
+    assert_eq!(v["phase"], "Failed", "{v}");
+    let (_, f) = server.get("keep").await;
+    assert_eq!(f["active_version"], 1);
+    assert_eq!(f["status"]["phase"], "Ready");
+    let msg = f["status"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("version 2 failed") && msg.contains("this-package-does-not-exist"), "{msg}");
+    let conds = f["status"]["conditions"].as_array().expect("conditions");
+    assert!(conds.iter().any(|c| c["type"] == "BuildSucceeded" && c["status"] == "False"), "{conds:?}");
+    let (s, _, b) = server.invoke("keep", "GET", "", None).await;
+    assert_eq!((s, b), (200, json!("v1")));
+    let (s, _, log) = server.send(server.http.get(server.api("/keep/versions/2/build-log"))).await;
+    assert_eq!(s, 200);
+    assert!(log.as_str().unwrap_or_default().contains("pip install"), "{log}");
+}
+
+#[tokio::test]
+async fn the_same_bytes_are_not_a_new_version() {
+    let server = Server::start();
+    let code = zip(&[("index.js", "exports.handler = async () => 1;")]);
+    server
+        .deploy("same", "nodejs20", "index.handler", &[("index.js", "exports.handler = async () => 1;")], json!({}))
+        .await;
+    let (s, b) = server.upload("same", code.clone()).await;
+    assert_eq!(s, 202);
+    assert_eq!(
+        (b["version"].clone(), b["created"].clone(), b["phase"].clone()),
+        (json!(1), json!(false), json!("Ready"))
+    );
+    let (_, _, versions) = server.send(server.http.get(server.api("/same/versions"))).await;
+    assert_eq!(versions["items"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn env_changes_reach_new_instances_and_the_server_environment_does_not_leak() {
+    let server = Server::start();
+    let code = "import os\ndef handler(e, c):\n    return {k: os.environ.get(k) for k in ['GREETING', 'SLESS_ADMIN_TOKEN', 'SLESS_FUNCTION_NAME', 'CARGO']}\n";
+    server.deploy("envy", "python3.11", "main.handler", &[("main.py", code)], json!({"env": {"GREETING": "a"}})).await;
+    let (_, _, b) = server.invoke("envy", "GET", "", None).await;
+    assert_eq!(b, json!({"GREETING": "a", "SLESS_ADMIN_TOKEN": null, "SLESS_FUNCTION_NAME": "envy", "CARGO": null}));
+    let patch = server
+        .http
+        .patch(server.api("/envy"))
+        .header("content-type", "application/merge-patch+json")
+        .body(r#"{"env":{"GREETING":"b"}}"#);
+    assert_eq!(server.send(patch).await.0, 200);
+    let (_, _, b) = server.invoke("envy", "GET", "", None).await;
+    assert_eq!(b["GREETING"], "b");
+}
+
+#[tokio::test]
+async fn a_restarted_server_keeps_functions_and_versions_and_serves_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start_in(dir.path(), &[]);
+    server
+        .deploy("p", "python3.11", "main.handler", &[("main.py", "def handler(e, c):\n    return 'py'\n")], json!({}))
+        .await;
+    server
+        .deploy("n", "nodejs20", "index.handler", &[("index.js", "exports.handler = async () => 'js';")], json!({}))
+        .await;
+    server.upload("n", zip(&[("index.js", "exports.handler = async () => 'js2';")])).await;
+    assert_eq!(server.wait_version("n", 2).await["phase"], "Ready");
+    assert_eq!(server.invoke("p", "GET", "", None).await.2, json!("py"));
+    assert!(server.stop().success());
+
+    let server = Server::start_in(dir.path(), &[]);
+    let (_, _, list) = server.send(server.http.get(server.api(""))).await;
+    let names: Vec<_> = list["items"].as_array().expect("items").iter().map(|f| f["name"].clone()).collect();
+    assert_eq!(names, [json!("n"), json!("p")]);
+    let (_, _, versions) = server.send(server.http.get(server.api("/n/versions"))).await;
+    assert_eq!(versions["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(server.invoke("p", "GET", "", None).await.2, json!("py"));
+    assert_eq!(server.invoke("n", "GET", "", None).await.2, json!("js2"));
+}
