@@ -251,6 +251,37 @@ pub(crate) async fn upload(
         .into_response())
 }
 
+/// `POST …/rollback {"version": n}`: makes a built earlier version active again.
+pub(crate) async fn rollback(
+    State(state): State<AppState>,
+    Path(p): Path<FnPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let body = read_json(&headers, body, &["application/json"]).await?;
+    let version = body
+        .get("version")
+        .and_then(Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| AppError::field("version", "is required: a version number"))?;
+    let f = state.registry.get_function(ns, name).await?;
+    let v = match state.registry.get_version(ns, name, version).await {
+        Ok(v) => v,
+        Err(sless_core::Error::NotFound { .. }) => {
+            return Err(AppError::field("version", format!("{name} has no version {version}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if v.phase != VersionPhase::Ready {
+        return Err(AppError::field("version", format!("version {version} is {}, not Ready", v.phase.as_str())));
+    }
+    if f.active_version != Some(version) {
+        state.executor.rollout(ns, name, version).await?;
+    }
+    Ok((StatusCode::ACCEPTED, Json(json!({ "version": version, "sha256": v.sha256 }))).into_response())
+}
+
 pub(crate) async fn versions(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Json<Value>> {
     let (ns, name) = p.validated()?;
     let items = state.registry.list_versions(ns, name).await?;

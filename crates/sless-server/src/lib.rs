@@ -66,6 +66,7 @@ pub fn router(state: AppState) -> Router {
         .route(fn_path, get(functions::get).put(functions::replace).patch(functions::patch).delete(functions::delete))
         .route(&format!("{fn_path}/code"), put(functions::upload))
         .route(&format!("{fn_path}/versions"), get(functions::versions))
+        .route(&format!("{fn_path}/rollback"), axum::routing::post(functions::rollback))
         .route(&format!("{fn_path}/versions/{{version}}"), get(functions::version))
         .route(&format!("{fn_path}/versions/{{version}}/build-log"), get(functions::build_log))
         .route(&format!("{fn_path}/invoke"), any(invoke::invoke_root))

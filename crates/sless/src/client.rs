@@ -237,6 +237,9 @@ pub async fn deploy_plan(client: &Client, plan: &DeployPlan, wait: bool) -> anyh
 pub async fn deploy(conn: &Connection, args: DeployArgs) -> anyhow::Result<()> {
     let client = Client::connect(conn)?;
     let dir = args.dir.canonicalize().with_context(|| format!("cannot open {}", args.dir.display()))?;
+    if dir.join(crate::manifest::MANIFEST).exists() {
+        return deploy_manifest(conn, &dir, &args).await;
+    }
     let name = match &args.name {
         Some(n) => n.clone(),
         None => folder_name(&dir)?,
@@ -259,6 +262,28 @@ pub async fn deploy(conn: &Connection, args: DeployArgs) -> anyhow::Result<()> {
     };
     let f = deploy_plan(&client, &plan, !args.no_wait).await?;
     println!("{}", f.get("url").and_then(Value::as_str).unwrap_or_default());
+    Ok(())
+}
+
+/// Deploys every function of a `sless.toml` (flags that name one function are refused).
+async fn deploy_manifest(conn: &Connection, dir: &Path, args: &DeployArgs) -> anyhow::Result<()> {
+    if args.name.is_some()
+        || args.runtime.is_some()
+        || args.entrypoint.is_some()
+        || args.memory.is_some()
+        || args.timeout.is_some()
+        || !args.env.is_empty()
+    {
+        bail!("{} has a {}: set function fields there, not with flags", dir.display(), crate::manifest::MANIFEST);
+    }
+    let manifest = crate::manifest::load(dir)?;
+    let mut conn = conn.clone();
+    conn.namespace = manifest.namespace.clone();
+    let client = Client::connect(&conn)?;
+    for decl in &manifest.functions {
+        let f = deploy_plan(&client, &DeployPlan::from_decl(decl)?, !args.no_wait).await?;
+        println!("{:<20} {}", decl.name, f.get("url").and_then(Value::as_str).unwrap_or_default());
+    }
     Ok(())
 }
 

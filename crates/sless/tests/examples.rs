@@ -55,6 +55,12 @@ async fn hello_examples_deploy_and_answer_through_the_cli() {
     assert_ok(&out);
     let (_, f) = server.get("hello-python").await;
     assert_eq!(f["active_version"], 1, "{f}");
+    // A folder with a sless.toml deploys every function it declares.
+    let out = server.cli(&["deploy", "examples/quickstart"]);
+    assert_ok(&out);
+    assert!(stdout(&out).contains("hello-py") && stdout(&out).contains("hello-js"), "{}", stdout(&out));
+    let (status, _, body) = server.invoke("hello-js", "GET", "?name=Ada", None).await;
+    assert_eq!((status, body), (200, json!({"message": "Hi, Ada!", "runtime": "node"})));
     let out = server.cli(&["fn", "delete", "hello-node"]);
     assert_ok(&out);
     assert_eq!(server.get("hello-node").await.0, 404);
@@ -169,4 +175,45 @@ async fn up_deploys_the_quickstart_and_stops_cleanly_without_leftover_processes(
     let left = processes_mentioning(&data.display().to_string());
     assert!(left.is_empty(), "processes left behind: {left:?}");
     let _ = TOKEN;
+}
+
+#[tokio::test]
+async fn every_example_deploys_through_the_api() {
+    let server = Server::start();
+    let cases = [
+        ("hello-python", "python3.11", "main.handler", "?name=Ada", json!({"message": "Hello, Ada!"})),
+        ("hello-node", "nodejs20", "index.handler", "?name=Ada", json!({"message": "Hello, Ada!"})),
+        ("simple-python", "python3.11", "main.handler", "?n=1000", json!("1,000")),
+        ("simple-node", "nodejs20", "index.handler", "?value=1h", json!(3600000)),
+        (
+            "quickstart/hello-py",
+            "python3.11",
+            "main.handler",
+            "",
+            json!({"message": "Hello, world!", "runtime": "python"}),
+        ),
+        (
+            "quickstart/hello-js",
+            "nodejs20",
+            "index.handler",
+            "",
+            json!({"message": "Hello, world!", "runtime": "node"}),
+        ),
+    ];
+    for (i, (example, runtime, entrypoint, query, expected)) in cases.iter().enumerate() {
+        let name = format!("ex{i}");
+        let (s, b) = server.create(json!({"name": name, "runtime": runtime, "entrypoint": entrypoint})).await;
+        assert_eq!(s, 201, "{b}");
+        let (s, b) = server.upload(&name, zip_dir(&repo().join("examples").join(example))).await;
+        assert_eq!(s, 202, "{b}");
+        assert_eq!(server.wait_version(&name, 1).await["phase"], "Ready", "{example}: {}", server.log());
+        let (s, _, body) = server.invoke(&name, "GET", query, None).await;
+        assert_eq!(s, 200, "{example}: {body}");
+        let got = match *example {
+            "simple-python" => body["intcomma"].clone(),
+            "simple-node" => body["ms"].clone(),
+            _ => body,
+        };
+        assert_eq!(&got, expected, "{example}");
+    }
 }

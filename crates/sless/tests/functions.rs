@@ -200,6 +200,33 @@ async fn a_failed_build_leaves_the_previous_version_serving() {
     let (s, _, log) = server.send(server.http.get(server.api("/keep/versions/2/build-log"))).await;
     assert_eq!(s, 200);
     assert!(log.as_str().unwrap_or_default().contains("pip install"), "{log}");
+
+    // A good version 3, then a rollback to version 1; a failed version cannot be rolled back to.
+    server.upload("keep", zip(&[("main.py", "def handler(e, c):\n    return 'v3'\n")])).await;
+    assert_eq!(server.wait_version("keep", 3).await["phase"], "Ready");
+    assert_eq!(server.invoke("keep", "GET", "", None).await.2, json!("v3"));
+    let rollback = |v: u64| server.http.post(server.api("/keep/rollback")).json(&json!({ "version": v }));
+    let (s, _, b) = server.send(rollback(2)).await;
+    assert_eq!((s, b["field"].clone()), (400, json!("version")), "{b}");
+    let (s, _, b) = server.send(rollback(1)).await;
+    assert_eq!(s, 202, "{b}");
+    assert_eq!(server.wait_version("keep", 1).await["phase"], "Ready");
+    assert_eq!(server.invoke("keep", "GET", "", None).await.2, json!("v1"));
+}
+
+#[tokio::test]
+async fn cli_deploy_of_a_broken_function_exits_non_zero_with_the_build_log_tail() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("main.py"), "def handler(e, c):\n    return 1\n").expect("write");
+    std::fs::write(dir.path().join("requirements.txt"), "no-such-package-for-sless-tests==9.9.9\n").expect("write");
+    let out = server.cli(&["deploy", dir.path().to_str().expect("utf8"), "--name", "broken"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("broken version 1 failed to build") && err.contains("no-such-package-for-sless-tests"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
