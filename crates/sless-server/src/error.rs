@@ -23,6 +23,9 @@ pub enum AppError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The route exists but not for this method (405).
+    #[error("method {0} is not allowed here")]
+    MethodNotAllowed(String),
     /// The function cannot be called now (503 with `Retry-After`).
     #[error("{0}")]
     NotReady(String),
@@ -61,6 +64,9 @@ impl AppError {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large")
             }
             AppError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "function-not-ready", "Function not ready"),
+            AppError::MethodNotAllowed(_) => {
+                (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed")
+            }
         }
     }
 }

@@ -37,7 +37,7 @@ impl FnPath {
 
 #[derive(Deserialize)]
 pub(crate) struct ListQuery {
-    limit: Option<u32>,
+    limit: Option<String>,
     cursor: Option<String>,
 }
 
@@ -102,7 +102,10 @@ pub(crate) async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     validate_name("namespace", &ns)?;
-    let limit = q.limit.unwrap_or(100);
+    let limit: u32 = match q.limit.as_deref() {
+        None | Some("") => 100,
+        Some(text) => text.parse().map_err(|_| AppError::field("limit", "must be a number from 1 to 1000"))?,
+    };
     if !(1..=1000).contains(&limit) {
         return Err(AppError::field("limit", "must be from 1 to 1000"));
     }

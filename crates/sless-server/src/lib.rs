@@ -80,6 +80,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             AppError::Core(sless_core::Error::NotFound { kind: "route", name: format!("{method} {}", uri.path()) })
         })
+        .method_not_allowed_fallback(|method: axum::http::Method| async move {
+            AppError::MethodNotAllowed(method.to_string())
+        })
         .with_state(state)
 }
 
