@@ -101,6 +101,36 @@ fn resolve_link(link_path: &str, target: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
+/// A name listed twice in the central directory (APPNOTE.TXT §4.3.12). The `zip` crate keeps
+/// only one entry per name, so exact duplicates would pass unseen; they are found here by
+/// walking the central directory's file headers.
+fn duplicate_raw_name(bytes: &[u8]) -> Option<String> {
+    const EOCD: [u8; 4] = [0x50, 0x4b, 0x05, 0x06];
+    const CDFH: [u8; 4] = [0x50, 0x4b, 0x01, 0x02];
+    let u16_at = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u32_at = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let search_from = bytes.len().saturating_sub(22 + 65_535);
+    let eocd = (search_from..bytes.len().saturating_sub(21)).rev().find(|&i| bytes[i..i + 4] == EOCD)?;
+    let count = u16_at(eocd + 10)?;
+    let mut at = u32_at(eocd + 16)?;
+    if count == 0xffff || at == 0xffff_ffff {
+        return None; // Zip64: the zip crate's own checks apply.
+    }
+    let mut seen = BTreeSet::new();
+    for _ in 0..count {
+        if bytes.get(at..at + 4)? != CDFH {
+            return None;
+        }
+        let (name_len, extra_len, comment_len) = (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
+        let name = String::from_utf8_lossy(bytes.get(at + 46..at + 46 + name_len)?).into_owned();
+        if !seen.insert(name.clone()) {
+            return Some(name);
+        }
+        at += 46 + name_len + extra_len + comment_len;
+    }
+    None
+}
+
 const S_IFMT: u32 = 0o170000;
 const S_IFLNK: u32 = 0o120000;
 
@@ -133,6 +163,9 @@ pub fn check(
             entry: None,
             message: format!("has {} entries, more than the limit of {}", zip.len(), limits.max_entries),
         });
+    }
+    if let Some(dup) = duplicate_raw_name(bytes) {
+        return Err(Error::archive(dup, "duplicate entry"));
     }
     let mut files = BTreeSet::new();
     let mut dirs = BTreeSet::new();
@@ -297,6 +330,20 @@ mod tests {
                 Err(Error::InvalidArchive { entry: Some(e), .. }) => assert_eq!(e, *entry),
                 other => panic!("{entry}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn exact_duplicate_names_are_rejected() {
+        // The zip writer refuses duplicates, so the second central-directory name is patched in.
+        let mut bytes = zip_of(&[("main.py", b"one"), ("mainXpy", b"two")]);
+        let cd = bytes.windows(4).rposition(|w| w == [0x50, 0x4b, 0x01, 0x02]).expect("second header");
+        bytes[cd + 46 + 4] = b'.';
+        match check_py(&bytes) {
+            Err(Error::InvalidArchive { entry: Some(e), message }) => {
+                assert_eq!((e.as_str(), message.as_str()), ("main.py", "duplicate entry"))
+            }
+            other => panic!("{other:?}"),
         }
     }
 

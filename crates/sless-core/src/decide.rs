@@ -70,6 +70,14 @@ pub fn status_after_build(
             s.phase = FunctionPhase::Ready;
             s.message = format!("{why} (version {a} still serves)");
         }
+        Some(a) => {
+            // The serving version was re-checked after a spec change (entrypoint, runtime) and
+            // no longer loads. It stays active, as on Lambda: calls fail with the import error
+            // until the spec is fixed, and fixing it needs no new upload.
+            s.phase = FunctionPhase::Failed;
+            s.message = format!("version {a} does not load with the current spec: {log_tail}");
+            s.set_condition("Ready", false, "LoadFailed", &s.message.clone(), now);
+        }
         _ => {
             s.phase = FunctionPhase::Failed;
             s.message = why.clone();
@@ -128,6 +136,15 @@ mod tests {
     }
 
     #[test]
+    fn a_spec_change_that_breaks_the_serving_version_keeps_it_active() {
+        let (s, active) =
+            status_after_build(&FunctionStatus::pending(t()), Some(1), 1, false, "Runtime.ImportModuleError", t());
+        assert_eq!((s.phase, active), (FunctionPhase::Failed, Some(1)));
+        let (s, active) = status_after_build(&s, Some(1), 1, true, "", t());
+        assert_eq!((s.phase, active), (FunctionPhase::Ready, Some(1)));
+    }
+
+    #[test]
     fn failed_first_build_fails_the_function() {
         let (s, active) = status_after_build(&FunctionStatus::pending(t()), None, 1, false, "SyntaxError", t());
         assert_eq!((s.phase, active), (FunctionPhase::Failed, None));
@@ -141,5 +158,152 @@ mod tests {
         assert!(callable(false, Some(1), &s).is_err());
         assert!(callable(true, None, &s).expect_err("no code").contains("upload"));
         assert_eq!(callable(true, Some(3), &s), Ok(3));
+    }
+}
+
+/// Why a trigger or job cannot act on its function, or `Ok` with the active version.
+/// Missing or not-ready functions mean waiting; a `Failed` function means failed.
+pub fn function_readiness(function: Option<&crate::traits::FunctionRecord>, name: &str) -> Result<u32, (bool, String)> {
+    let Some(f) = function else {
+        return Err((false, format!("function {name:?} does not exist yet")));
+    };
+    if f.status.phase == FunctionPhase::Failed && f.active_version.is_none() {
+        return Err((true, format!("function {name:?} failed: {}", f.status.message)));
+    }
+    callable(f.spec.enabled, f.active_version, &f.status).map_err(|why| (false, format!("function {name:?}: {why}")))
+}
+
+/// The phase and message of a trigger given its function.
+pub fn trigger_phase(
+    spec: &crate::trigger::TriggerSpec,
+    function: Option<&crate::traits::FunctionRecord>,
+) -> (crate::trigger::TriggerPhase, String) {
+    use crate::trigger::{TriggerPhase, TriggerType};
+    if !spec.enabled {
+        return (TriggerPhase::Waiting, "trigger is disabled".into());
+    }
+    match function_readiness(function, &spec.function) {
+        Ok(v) => {
+            let what = match spec.kind {
+                TriggerType::Http => "serving",
+                TriggerType::Cron => "scheduled",
+            };
+            (TriggerPhase::Active, format!("{what}; function {:?} version {v} is ready", spec.function))
+        }
+        Err((true, why)) => (TriggerPhase::Failed, why),
+        Err((false, why)) => (TriggerPhase::Waiting, why),
+    }
+}
+
+/// What to do with a job now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobAction {
+    /// Set this phase and message (no run).
+    Set(crate::job::JobPhase, String),
+    /// The current `run_id` already ran (or runs): leave the status as it is.
+    Keep,
+    /// Start a run of the current `run_id`.
+    Run,
+}
+
+/// Decides a job's next step (DESIGN §7): `run_id` 0 → `Skipped`; a run when enabled and
+/// `run_id` differs from the last run's and the function is ready; otherwise wait (or fail
+/// when the function failed). A run is started at most once per `run_id`.
+pub fn job_action(
+    spec: &crate::job::JobSpec,
+    status: &crate::job::JobStatus,
+    function: Option<&crate::traits::FunctionRecord>,
+) -> JobAction {
+    use crate::job::JobPhase;
+    if spec.run_id == 0 {
+        return JobAction::Set(JobPhase::Skipped, "run_id is 0: nothing to run".into());
+    }
+    if status.last_run_id == Some(spec.run_id) {
+        return JobAction::Keep;
+    }
+    if !spec.enabled {
+        return JobAction::Set(JobPhase::Waiting, "job is disabled".into());
+    }
+    match function_readiness(function, &spec.function) {
+        Ok(_) => JobAction::Run,
+        Err((true, why)) => JobAction::Set(JobPhase::Failed, why),
+        Err((false, why)) => JobAction::Set(JobPhase::Waiting, why),
+    }
+}
+
+#[cfg(test)]
+mod job_tests {
+    use super::*;
+    use crate::job::{JobPhase, JobSpec, JobStatus};
+    use crate::spec::FunctionSpec;
+    use crate::traits::FunctionRecord;
+    use serde_json::json;
+
+    fn function(active: Option<u32>, phase: FunctionPhase) -> FunctionRecord {
+        let (_, spec) =
+            FunctionSpec::from_json(&json!({"runtime": "python3.11", "entrypoint": "main.handler"})).expect("spec");
+        let mut status = FunctionStatus::pending(t());
+        status.phase = phase;
+        FunctionRecord {
+            namespace: "default".into(),
+            name: "f".into(),
+            spec,
+            resource_version: 1,
+            active_version: active,
+            status,
+            created_at: t(),
+            updated_at: t(),
+        }
+    }
+
+    fn t() -> DateTime<Utc> {
+        DateTime::from_timestamp(100, 0).expect("time")
+    }
+
+    fn job(run_id: u64) -> JobSpec {
+        JobSpec::from_json(&json!({"function": "f", "run_id": run_id})).expect("job").1
+    }
+
+    #[test]
+    fn run_id_zero_is_skipped() {
+        let f = function(Some(1), FunctionPhase::Ready);
+        assert!(matches!(job_action(&job(0), &JobStatus::new(), Some(&f)), JobAction::Set(JobPhase::Skipped, _)));
+    }
+
+    #[test]
+    fn runs_once_per_run_id_and_again_when_bumped() {
+        let f = function(Some(1), FunctionPhase::Ready);
+        let mut status = JobStatus::new();
+        assert_eq!(job_action(&job(1), &status, Some(&f)), JobAction::Run);
+        status.last_run_id = Some(1);
+        assert_eq!(job_action(&job(1), &status, Some(&f)), JobAction::Keep);
+        assert_eq!(job_action(&job(2), &status, Some(&f)), JobAction::Run);
+    }
+
+    #[test]
+    fn waits_for_a_missing_or_building_function_and_fails_with_a_failed_one() {
+        assert!(
+            matches!(job_action(&job(1), &JobStatus::new(), None), JobAction::Set(JobPhase::Waiting, m) if m.contains("does not exist"))
+        );
+        let building = function(None, FunctionPhase::Building);
+        assert!(matches!(
+            job_action(&job(1), &JobStatus::new(), Some(&building)),
+            JobAction::Set(JobPhase::Waiting, _)
+        ));
+        let failed = function(None, FunctionPhase::Failed);
+        assert!(matches!(job_action(&job(1), &JobStatus::new(), Some(&failed)), JobAction::Set(JobPhase::Failed, _)));
+    }
+
+    #[test]
+    fn trigger_phases_follow_the_function() {
+        use crate::trigger::{TriggerPhase, TriggerSpec};
+        let ok = |_: &str, _: &str| Ok(());
+        let (_, spec) = TriggerSpec::from_json(&json!({"function": "f", "type": "http"}), ok).expect("spec");
+        assert_eq!(trigger_phase(&spec, None).0, TriggerPhase::Waiting);
+        assert_eq!(trigger_phase(&spec, Some(&function(Some(2), FunctionPhase::Ready))).0, TriggerPhase::Active);
+        assert_eq!(trigger_phase(&spec, Some(&function(None, FunctionPhase::Failed))).0, TriggerPhase::Failed);
+        let mut disabled = spec.clone();
+        disabled.enabled = false;
+        assert_eq!(trigger_phase(&disabled, Some(&function(Some(2), FunctionPhase::Ready))).0, TriggerPhase::Waiting);
     }
 }

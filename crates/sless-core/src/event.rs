@@ -180,6 +180,8 @@ pub fn http_response(result: &Value) -> Result<HttpResponse, String> {
     if !headers.iter().any(|(n, _)| n == "content-type") {
         headers.push(("content-type".into(), "application/json".into()));
     }
+    // RFC 9110 §6.4.1: 1xx, 204 and 304 responses have no content.
+    let body = if status < 200 || status == 204 || status == 304 { Vec::new() } else { body };
     Ok(HttpResponse { status, headers, body })
 }
 
@@ -266,8 +268,97 @@ mod tests {
     }
 
     #[test]
+    fn no_content_statuses_carry_no_body() {
+        for status in [204, 304] {
+            assert!(http_response(&json!({"statusCode": status, "body": "x"})).expect("ok").body.is_empty());
+        }
+    }
+
+    #[test]
     fn malformed_status_code_is_an_error() {
         assert!(http_response(&json!({"statusCode": "abc"})).is_err());
         assert!(http_response(&json!({"statusCode": 1000})).is_err());
+    }
+}
+
+/// The cron event (DESIGN §5): `{"source": "sless.cron", "detail-type": "Scheduled Event",
+/// "id", "time", "resources": ["ns/trigger"], "detail": <payload>}`, like an EventBridge
+/// scheduled event. `time` is the tick (RFC 3339 UTC), not the moment of the call.
+pub fn cron_event(
+    id: &str,
+    namespace: &str,
+    trigger: &str,
+    tick: chrono::DateTime<chrono::Utc>,
+    payload: &Value,
+) -> Value {
+    json!({
+        "version": "0",
+        "id": id,
+        "source": "sless.cron",
+        "detail-type": "Scheduled Event",
+        "time": tick.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "resources": [format!("{namespace}/{trigger}")],
+        "detail": payload,
+    })
+}
+
+/// The job event (DESIGN §5): `{"source": "sless.job", "job", "run_id", "payload"}`.
+pub fn job_event(job: &str, run_id: u64, payload: &Value) -> Value {
+    json!({ "source": "sless.job", "job": job, "run_id": run_id, "payload": payload })
+}
+
+/// A call's HTTP answer with what the invocation record needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The response to send.
+    pub response: HttpResponse,
+    /// How the call ended.
+    pub outcome: crate::invocation::Outcome,
+    /// The error's type and message when the function failed.
+    pub error: Option<(String, String)>,
+}
+
+/// Turns a call's result into its HTTP answer (DESIGN §5): a returned value → its response
+/// (502 `Runtime.MalformedResponse` when malformed, 502 `Function.ResponseSizeTooLarge` over
+/// `max_response_bytes`); an exception → 502 `{"errorType","errorMessage"}`; a timeout → 504
+/// `Function.Timeout`; a crash → 502 `RuntimeExited`. Function failures carry
+/// `X-Function-Error: true`.
+pub fn answer(result: &crate::traits::InvokeResult, timeout_sec: u32, max_response_bytes: usize) -> Answer {
+    use crate::invocation::Outcome;
+    use crate::traits::InvokeResult;
+    let failure = |status: u16, outcome: Outcome, error_type: &str, message: &str| {
+        let body = json!({ "errorType": error_type, "errorMessage": message }).to_string().into_bytes();
+        Answer {
+            response: HttpResponse {
+                status,
+                headers: vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("x-function-error".into(), "true".into()),
+                ],
+                body,
+            },
+            outcome,
+            error: Some((error_type.to_string(), message.to_string())),
+        }
+    };
+    match result {
+        InvokeResult::Returned(value) => match http_response(value) {
+            Ok(r) if r.body.len() > max_response_bytes => failure(
+                502,
+                Outcome::Error,
+                "Function.ResponseSizeTooLarge",
+                &format!("the response is {} bytes, more than the limit of {max_response_bytes}", r.body.len()),
+            ),
+            Ok(response) => Answer { response, outcome: Outcome::Ok, error: None },
+            Err(why) => failure(502, Outcome::Error, "Runtime.MalformedResponse", &why),
+        },
+        InvokeResult::Failed { error_type, error_message } => failure(502, Outcome::Error, error_type, error_message),
+        InvokeResult::TimedOut => failure(
+            504,
+            Outcome::Timeout,
+            "Function.Timeout",
+            &format!("the function did not finish within timeout_sec = {timeout_sec} s"),
+        ),
+        InvokeResult::Crashed { message } => failure(502, Outcome::Crash, "RuntimeExited", message),
     }
 }

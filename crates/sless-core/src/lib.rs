@@ -9,10 +9,14 @@ pub mod archive;
 pub mod decide;
 pub mod error;
 pub mod event;
+pub mod invocation;
+pub mod job;
 pub mod names;
 pub mod runtime;
+pub mod schedule;
 pub mod spec;
 pub mod status;
 pub mod traits;
+pub mod trigger;
 
 pub use error::{Error, Result};

@@ -156,12 +156,10 @@ fn parse_env(value: Option<&Value>) -> Result<BTreeMap<String, String>> {
             return Err(Error::field(field, format!("names starting with {prefix} are reserved")));
         }
         // Values are secrets: the error never echoes them.
-        let value = match value {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            Value::Bool(b) => b.to_string(),
-            _ => return Err(Error::field(field, "value must be a string")),
+        let Value::String(value) = value else {
+            return Err(Error::field(field, "value must be a string (quote numbers and booleans)"));
         };
+        let value = value.clone();
         if value.contains('\0') {
             return Err(Error::field(field, "value must not contain NUL"));
         }

@@ -83,7 +83,7 @@ impl FunctionStatus {
         s
     }
 
-    /// Sets a condition; `last_transition_time` changes only when `status` changes.
+    /// Sets a condition; see [`set_condition`].
     pub fn set_condition(
         &mut self,
         type_: &str,
@@ -92,29 +92,42 @@ impl FunctionStatus {
         message: &str,
         now: DateTime<Utc>,
     ) {
-        let status = status.into().as_str().to_string();
-        match self.conditions.iter_mut().find(|c| c.type_ == type_) {
-            Some(c) => {
-                if c.status != status {
-                    c.last_transition_time = now;
-                    c.status = status;
-                }
-                c.reason = reason.into();
-                c.message = message.into();
-            }
-            None => self.conditions.push(Condition {
-                type_: type_.into(),
-                status,
-                reason: reason.into(),
-                message: message.into(),
-                last_transition_time: now,
-            }),
-        }
+        set_condition(&mut self.conditions, type_, status, reason, message, now);
     }
 
     /// The condition of this type, if set.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
+/// Sets a condition in a list (Kubernetes API conventions: `lastTransitionTime` changes only
+/// when `status` changes; `reason` and `message` always update).
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: impl Into<ConditionStatus>,
+    reason: &str,
+    message: &str,
+    now: DateTime<Utc>,
+) {
+    let status = status.into().as_str().to_string();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now;
+                c.status = status;
+            }
+            c.reason = reason.into();
+            c.message = message.into();
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status,
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: now,
+        }),
     }
 }
 

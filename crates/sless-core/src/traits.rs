@@ -6,9 +6,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::Result;
+use crate::invocation::{InvocationQuery, InvocationRecord, Retention};
+use crate::job::{JobRecord, JobSpec, JobStatus};
 use crate::runtime::Runtime;
 use crate::spec::FunctionSpec;
 use crate::status::{FunctionStatus, VersionPhase};
+use crate::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 
 /// A stored function: spec plus server-owned fields.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,9 +67,37 @@ pub struct Page {
     pub after: Option<String>,
 }
 
-/// The registry of functions and versions (SQL locally; custom resources on Kubernetes).
+/// The kind of a changed resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A function (its spec, status or versions).
+    Function,
+    /// A trigger.
+    Trigger,
+    /// A job.
+    Job,
+}
+
+/// A change notification: something about this resource was written (or it was deleted).
+/// Controllers re-read the resource; notifications carry no state, so a lost one is repaired
+/// by the periodic resync.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Change {
+    /// What changed.
+    pub kind: Kind,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// The registry of functions, versions, triggers and jobs (SQL locally; custom resources on
+/// Kubernetes). Every write sends a [`Change`] to subscribers.
 #[async_trait::async_trait]
 pub trait Registry: Send + Sync {
+    /// Change notifications from now on. A receiver that lags loses notifications (and
+    /// learns so from `RecvError::Lagged`): resync then.
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change>;
     /// Stores a new function. Errors: `AlreadyExists`.
     async fn create_function(&self, record: &FunctionRecord) -> Result<()>;
     /// One function. Errors: `NotFound`.
@@ -120,6 +151,64 @@ pub trait Registry: Send + Sync {
     ) -> Result<()>;
     /// The build log of a version (empty while none was written). Errors: `NotFound`.
     async fn build_log(&self, namespace: &str, function: &str, version: u32) -> Result<String>;
+
+    /// Stores a new trigger. Errors: `AlreadyExists`.
+    async fn create_trigger(&self, record: &TriggerRecord) -> Result<()>;
+    /// One trigger. Errors: `NotFound`.
+    async fn get_trigger(&self, namespace: &str, name: &str) -> Result<TriggerRecord>;
+    /// Triggers of a namespace sorted by name.
+    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Vec<TriggerRecord>>;
+    /// Every trigger in every namespace.
+    async fn all_triggers(&self) -> Result<Vec<TriggerRecord>>;
+    /// Replaces the spec (checking `resource_version` when given), bumps `resource_version`
+    /// and `updated_at`. Errors: `NotFound`, `Stale`.
+    async fn replace_trigger_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &TriggerSpec,
+        expected_resource_version: Option<u64>,
+    ) -> Result<TriggerRecord>;
+    /// Writes a trigger's status. Errors: `NotFound`.
+    async fn update_trigger_status(&self, namespace: &str, name: &str, status: &TriggerStatus) -> Result<()>;
+    /// Deletes a trigger. Errors: `NotFound`.
+    async fn delete_trigger(&self, namespace: &str, name: &str) -> Result<()>;
+
+    /// Stores a new job. Errors: `AlreadyExists`.
+    async fn create_job(&self, record: &JobRecord) -> Result<()>;
+    /// One job. Errors: `NotFound`.
+    async fn get_job(&self, namespace: &str, name: &str) -> Result<JobRecord>;
+    /// Jobs of a namespace sorted by name.
+    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Vec<JobRecord>>;
+    /// Every job in every namespace.
+    async fn all_jobs(&self) -> Result<Vec<JobRecord>>;
+    /// Replaces the spec (checking `resource_version` when given), bumps `resource_version`
+    /// and `updated_at`. Errors: `NotFound`, `Stale`.
+    async fn replace_job_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &JobSpec,
+        expected_resource_version: Option<u64>,
+    ) -> Result<JobRecord>;
+    /// Writes a job's status. Errors: `NotFound`.
+    async fn update_job_status(&self, namespace: &str, name: &str, status: &JobStatus) -> Result<()>;
+    /// Deletes a job. Errors: `NotFound`.
+    async fn delete_job(&self, namespace: &str, name: &str) -> Result<()>;
+}
+
+/// Where invocation records go (SQL: SQLite or PostgreSQL).
+#[async_trait::async_trait]
+pub trait InvocationLog: Send + Sync {
+    /// Stores a batch of records in one statement or transaction.
+    async fn insert(&self, records: &[InvocationRecord]) -> Result<()>;
+    /// Records of a namespace matching `query`, newest first.
+    async fn list(&self, namespace: &str, query: &InvocationQuery) -> Result<Vec<InvocationRecord>>;
+    /// One record with its logs. Errors: `NotFound`.
+    async fn get(&self, namespace: &str, id: &str) -> Result<InvocationRecord>;
+    /// Deletes records older than `retention.max_age_sec` before `now` and, per function,
+    /// all but the newest `retention.max_per_function`. Returns how many were deleted.
+    async fn prune(&self, retention: &Retention, now: DateTime<Utc>) -> Result<u64>;
 }
 
 /// Where code archives are kept, keyed by SHA-256 (a folder locally; S3 in production).
@@ -198,6 +287,8 @@ pub trait Executor: Send + Sync {
     /// Calls the function once. Errors only for platform failures (the function's own
     /// failures are in the outcome).
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> Result<InvokeOutcome>;
+    /// Starts an instance ahead of a call (cron `prewarm_sec`), unless one is idle already.
+    async fn prewarm(&self, target: &InvokeTarget) -> Result<()>;
     /// Stops every instance of a function (it was deleted or disabled).
     async fn remove(&self, namespace: &str, name: &str);
     /// Stops every instance and waits for them to exit.

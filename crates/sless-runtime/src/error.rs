@@ -23,6 +23,9 @@ pub enum Error {
     /// The runtime process broke the frame protocol.
     #[error("runtime protocol error: {0}")]
     Protocol(String),
+    /// The function cannot be called now (no active version, or disabled).
+    #[error("{0}")]
+    NotReady(String),
     /// A registry or blob-store call failed.
     #[error(transparent)]
     Core(#[from] sless_core::Error),

@@ -15,6 +15,8 @@ use tracing::Instrument;
 
 use crate::builder::{BuildOutput, Builder, build_dir, launch_spec};
 use crate::instance::{Instance, LaunchSpec};
+use crate::logs::LogHub;
+use crate::metrics::{BuildLabels, InstanceLabels, Metrics};
 use crate::shims::{Interpreters, Shims, install};
 use crate::{Error, Result};
 
@@ -50,6 +52,8 @@ struct Inner {
     tmp: PathBuf,
     registry: Arc<dyn Registry>,
     blobs: Arc<dyn BlobStore>,
+    metrics: Arc<Metrics>,
+    logs: Arc<LogHub>,
     pools: Mutex<HashMap<Key, Arc<Pool>>>,
     rollout_locks: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -61,6 +65,7 @@ struct Pool {
     launch: LaunchSpec,
     idle: Mutex<Vec<Instance>>,
     permits: Semaphore,
+    busy: std::sync::atomic::AtomicI64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -70,7 +75,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl LocalExecutor {
     /// Prepares the data folder (shims, build and temp folders). Errors: `Io` when the folder
     /// cannot be written.
-    pub fn new(config: LocalConfig, registry: Arc<dyn Registry>, blobs: Arc<dyn BlobStore>) -> Result<Self> {
+    pub fn new(
+        config: LocalConfig,
+        registry: Arc<dyn Registry>,
+        blobs: Arc<dyn BlobStore>,
+        metrics: Arc<Metrics>,
+        logs: Arc<LogHub>,
+    ) -> Result<Self> {
         let shims = install(&config.data_dir.join("runtimes"))?;
         let (builds, cache, tmp) =
             (config.data_dir.join("builds"), config.data_dir.join("cache"), config.data_dir.join("tmp"));
@@ -86,6 +97,8 @@ impl LocalExecutor {
                 tmp,
                 registry,
                 blobs,
+                metrics,
+                logs,
                 pools: Mutex::new(HashMap::new()),
                 rollout_locks: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(Vec::new()),
@@ -151,6 +164,9 @@ impl Inner {
             },
         };
         tracing::info!(ok = out.ok, elapsed_ms = started.elapsed().as_millis() as u64, "build finished");
+        let outcome = if out.ok { "succeeded" } else { "failed" };
+        self.metrics.builds.get_or_create(&BuildLabels { outcome: outcome.into() }).inc();
+        self.metrics.build_duration.observe(started.elapsed().as_secs_f64());
         let phase = if out.ok { VersionPhase::Ready } else { VersionPhase::Failed };
         self.registry.set_version_build(ns, name, version, phase, &out.message, &out.log).await?;
         let f = match self.registry.get_function(ns, name).await {
@@ -189,9 +205,24 @@ impl Inner {
             launch: launch_spec(&self.config.interpreters, &self.shims, &dir, target),
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(self.config.max_instances_per_function.max(1)),
+            busy: std::sync::atomic::AtomicI64::new(0),
         });
         pools.insert(key, pool.clone());
         pool
+    }
+
+    /// Publishes a pool's idle and busy instance counts.
+    fn count_instances(&self, pool: &Pool) {
+        let idle = lock(&pool.idle).len() as i64;
+        let busy = pool.busy.load(std::sync::atomic::Ordering::Relaxed);
+        for (state, n) in [("idle", idle), ("busy", busy)] {
+            let labels = InstanceLabels {
+                namespace: pool.target.namespace.clone(),
+                function: pool.target.name.clone(),
+                state: state.into(),
+            };
+            self.metrics.instances.get_or_create(&labels).set(n);
+        }
     }
 
     fn is_current(&self, pool: &Arc<Pool>) -> bool {
@@ -230,13 +261,28 @@ impl Executor for LocalExecutor {
             None => (Instance::spawn(&pool.launch, &self.inner.tmp)?, true),
         };
         let timeout = Duration::from_secs(u64::from(target.spec.timeout_sec));
-        let out = instance.call(invocation, timeout).await;
+        pool.busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.count_instances(&pool);
+        let out = instance.call(invocation, timeout, &self.inner.logs).await;
+        pool.busy.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         if instance.healthy && self.inner.is_current(&pool) {
             lock(&pool.idle).push(instance);
         } else {
             instance.kill().await;
         }
+        self.inner.count_instances(&pool);
         Ok(InvokeOutcome { result: out.result, cold_start, logs: out.logs })
+    }
+
+    async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {
+        let pool = self.inner.pool(target);
+        let has_idle = lock(&pool.idle).iter_mut().any(Instance::is_running);
+        if !has_idle && pool.permits.available_permits() > 0 {
+            let instance = Instance::spawn(&pool.launch, &self.inner.tmp)?;
+            lock(&pool.idle).push(instance);
+            self.inner.count_instances(&pool);
+        }
+        Ok(())
     }
 
     async fn remove(&self, namespace: &str, name: &str) {
@@ -246,6 +292,7 @@ impl Executor for LocalExecutor {
             for mut inst in instances {
                 inst.kill().await;
             }
+            self.inner.count_instances(&pool);
         }
     }
 

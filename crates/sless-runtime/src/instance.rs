@@ -19,6 +19,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
+use crate::logs::{LogHub, LogLine};
 use crate::protocol::{read_frame, write_frame};
 use crate::{Error, Result};
 
@@ -98,6 +99,7 @@ impl LaunchSpec {
 
 /// A running runtime process.
 pub(crate) struct Instance {
+    target: InvokeTarget,
     child: Child,
     reader: OwnedReadHalf,
     writer: OwnedWriteHalf,
@@ -138,13 +140,18 @@ impl Instance {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(forward_lines(err, tx));
         }
-        Ok(Instance { child, reader, writer, output, _tmp: tmp, healthy: true })
+        Ok(Instance { target: spec.target.clone(), child, reader, writer, output, _tmp: tmp, healthy: true })
     }
 
     /// Makes one call, waiting at most `timeout`. A timeout or a crash kills the process and
-    /// marks the instance unhealthy.
-    pub(crate) async fn call(&mut self, invocation: Invocation, timeout: Duration) -> CallOutput {
-        let mut logs = LogCollector::default();
+    /// marks the instance unhealthy. Each output line is also published to `hub` as it is read.
+    pub(crate) async fn call(&mut self, invocation: Invocation, timeout: Duration, hub: &LogHub) -> CallOutput {
+        let (namespace, function) = (self.target.namespace.clone(), self.target.name.clone());
+        let request_id = invocation.request_id.clone();
+        let mut logs = LogCollector {
+            publish: Some(Publisher { hub, namespace: &namespace, function: &function, request_id: &request_id }),
+            ..LogCollector::default()
+        };
         let deadline_ms =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0) + timeout.as_millis();
         let frame = json!({"type": "invoke", "id": invocation.request_id, "deadline_ms": deadline_ms as u64, "event": invocation.event});
@@ -168,7 +175,7 @@ impl Instance {
         CallOutput { result, logs: logs.finish() }
     }
 
-    async fn exchange(&mut self, frame: &Value, id: &str, logs: &mut LogCollector) -> Result<InvokeResult> {
+    async fn exchange(&mut self, frame: &Value, id: &str, logs: &mut LogCollector<'_>) -> Result<InvokeResult> {
         write_frame(&mut self.writer, frame).await?;
         loop {
             let frame = tokio::select! {
@@ -188,11 +195,6 @@ impl Instance {
                 Some(kind @ ("error" | "init_error")) => {
                     if kind == "init_error" || frame.get("fatal").and_then(Value::as_bool) == Some(true) {
                         self.healthy = false;
-                    }
-                    if let Some(stack) = frame.get("stackTrace").and_then(Value::as_array) {
-                        for line in stack.iter().filter_map(Value::as_str) {
-                            logs.push_line(line.trim_end().to_string());
-                        }
                     }
                     return Ok(InvokeResult::Failed {
                         error_type: text("errorType"),
@@ -257,9 +259,18 @@ async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, tx: mpsc::Send
     }
 }
 
+/// Where a call's lines are published as they arrive.
+struct Publisher<'a> {
+    hub: &'a LogHub,
+    namespace: &'a str,
+    function: &'a str,
+    request_id: &'a str,
+}
+
 /// Collects a call's log lines, joining partial writes and capping the total.
 #[derive(Default)]
-struct LogCollector {
+struct LogCollector<'a> {
+    publish: Option<Publisher<'a>>,
     lines: Vec<String>,
     bytes: usize,
     partial_out: String,
@@ -267,7 +278,7 @@ struct LogCollector {
     cut: bool,
 }
 
-impl LogCollector {
+impl LogCollector<'_> {
     fn push_data(&mut self, stream: &str, data: &str) {
         let mut buf = std::mem::take(if stream == "stderr" { &mut self.partial_err } else { &mut self.partial_out });
         buf.push_str(data);
@@ -279,6 +290,11 @@ impl LogCollector {
     }
 
     fn push_line(&mut self, line: String) {
+        if let Some(p) = &self.publish {
+            let entry =
+                LogLine { time: chrono::Utc::now(), request_id: Some(p.request_id.to_string()), line: line.clone() };
+            p.hub.publish(p.namespace, p.function, entry);
+        }
         if self.lines.len() >= MAX_LOG_LINES || self.bytes + line.len() > MAX_LOG_BYTES {
             self.cut = true;
             return;

@@ -3,13 +3,23 @@
 //! the decisions of `sless_core::decide` against the registry.
 
 mod builder;
+mod controller;
+mod dispatcher;
 mod error;
 mod executor;
 mod instance;
+mod logs;
+mod metrics;
 mod protocol;
+mod recorder;
 mod shims;
 
 pub use builder::BuildOutput;
+pub use controller::spawn_controllers;
+pub use dispatcher::{CallSource, Dispatcher, Rejection};
 pub use error::{Error, Result};
 pub use executor::{LocalConfig, LocalExecutor};
+pub use logs::{LogHub, LogLine};
+pub use metrics::Metrics;
+pub use recorder::{Recorder, RecorderConfig};
 pub use shims::Interpreters;

@@ -39,13 +39,18 @@ pub(crate) async fn require_admin(
     request: Request,
     next: Next,
 ) -> Result<Response, AppError> {
-    let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let Some(value) = header else {
+    check(&state, request.headers())?;
+    Ok(next.run(request).await)
+}
+
+/// Checks `Authorization: Bearer <token>`. Errors: 401.
+pub(crate) fn check(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(), AppError> {
+    let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
         return Err(AppError::Unauthorized("missing bearer token: send Authorization: Bearer <token>"));
     };
     let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).map(str::trim);
     match token {
-        Some(t) if state.admin_token.matches(t) => Ok(next.run(request).await),
+        Some(t) if state.admin_token.matches(t) => Ok(()),
         _ => Err(AppError::Unauthorized("invalid bearer token")),
     }
 }

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
@@ -13,9 +13,10 @@ use sless_core::decide::{UploadAction, upload_action};
 use sless_core::names::validate_name;
 use sless_core::spec::{FunctionSpec, check_same_name};
 use sless_core::status::{FunctionStatus, VersionPhase};
-use sless_core::traits::{FunctionRecord, Page};
+use sless_core::traits::FunctionRecord;
 
 use crate::body::{media_type, read_json, read_limited};
+use crate::resource::{ListQuery, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 
 /// Media types accepted for a code archive.
@@ -35,40 +36,15 @@ impl FnPath {
     }
 }
 
-#[derive(Deserialize)]
-pub(crate) struct ListQuery {
-    limit: Option<String>,
-    cursor: Option<String>,
-}
-
 /// The function as the API shows it: the record plus its `url`, with `ETag`.
 fn function_response(state: &AppState, status: StatusCode, f: &FunctionRecord) -> Response {
-    let mut response = (status, Json(function_json(state, f))).into_response();
-    if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", f.resource_version)) {
-        response.headers_mut().insert(header::ETAG, etag);
-    }
-    response
+    with_etag(status, function_json(state, f), f.resource_version)
 }
 
 fn function_json(state: &AppState, f: &FunctionRecord) -> Value {
     let mut body = serde_json::to_value(f).unwrap_or(Value::Null);
     body["url"] = json!(format!("{}/v1/namespaces/{}/functions/{}/invoke", state.base_url, f.namespace, f.name));
     body
-}
-
-/// Parses `If-Match`: `*`, `"7"`, `W/"7"` or `7`. Errors: 412 when it names no version.
-fn if_match(headers: &HeaderMap) -> ApiResult<Option<u64>> {
-    let Some(value) = headers.get(header::IF_MATCH) else {
-        return Ok(None);
-    };
-    let text = value.to_str().unwrap_or_default().trim();
-    if text == "*" {
-        return Ok(None);
-    }
-    let bare = text.trim_start_matches("W/").trim_matches('"');
-    bare.parse().map(Some).map_err(|_| {
-        AppError::Core(sless_core::Error::Stale { expected: text.to_string(), current: "a number".into() })
-    })
 }
 
 pub(crate) async fn create(
@@ -79,6 +55,7 @@ pub(crate) async fn create(
 ) -> ApiResult<Response> {
     validate_name("namespace", &ns)?;
     let body = read_json(&headers, body, &["application/json"]).await?;
+    check_namespace(&body, &ns)?;
     let (name, spec) = FunctionSpec::from_json(&body)?;
     let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
     let now = Utc::now();
@@ -102,23 +79,9 @@ pub(crate) async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     validate_name("namespace", &ns)?;
-    let limit: u32 = match q.limit.as_deref() {
-        None | Some("") => 100,
-        Some(text) => text.parse().map_err(|_| AppError::field("limit", "must be a number from 1 to 1000"))?,
-    };
-    if !(1..=1000).contains(&limit) {
-        return Err(AppError::field("limit", "must be from 1 to 1000"));
-    }
-    let page = Page { limit: limit + 1, after: q.cursor.filter(|c| !c.is_empty()) };
-    let mut items = state.registry.list_functions(&ns, &page).await?;
-    let next = if items.len() > limit as usize {
-        items.truncate(limit as usize);
-        items.last().map(|f| f.name.clone())
-    } else {
-        None
-    };
-    let items: Vec<Value> = items.iter().map(|f| function_json(&state, f)).collect();
-    Ok(Json(json!({ "items": items, "next_cursor": next })))
+    let page = q.page()?;
+    let items = state.registry.list_functions(&ns, &page).await?;
+    Ok(q.respond(items, |f| f.name.clone(), |f| function_json(&state, f)))
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Response> {
@@ -172,6 +135,10 @@ async fn apply_spec(
     expected: Option<u64>,
 ) -> ApiResult<Response> {
     let before = state.registry.get_function(ns, name).await?;
+    if before.spec == spec && expected.is_none_or(|e| e == before.resource_version) {
+        // Nothing changes: no new resource_version, no rollout.
+        return Ok(function_response(state, StatusCode::OK, &before));
+    }
     let updated = state.registry.replace_spec(ns, name, &spec, expected).await?;
     let reload = before.spec.runtime != spec.runtime || before.spec.entrypoint != spec.entrypoint;
     if let (true, Some(active)) = (reload, updated.active_version) {

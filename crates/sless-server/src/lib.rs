@@ -6,7 +6,11 @@ mod auth;
 mod body;
 mod error;
 mod functions;
+mod invocations;
 mod invoke;
+mod jobs;
+mod resource;
+mod triggers;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +18,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{any, get, put};
 use sless_core::archive::ArchiveLimits;
-use sless_core::traits::{BlobStore, Executor, Registry};
+use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry};
+use sless_runtime::{Dispatcher, LogHub, Metrics};
 use tokio::net::TcpListener;
 
 pub use auth::AdminToken;
@@ -50,6 +55,14 @@ pub struct AppState {
     pub blobs: Arc<dyn BlobStore>,
     /// Builds and runs functions.
     pub executor: Arc<dyn Executor>,
+    /// Every call goes through it (it records and counts them).
+    pub dispatcher: Arc<Dispatcher>,
+    /// Invocation records.
+    pub invocations: Arc<dyn InvocationLog>,
+    /// Function output, for `…/logs`.
+    pub logs: Arc<LogHub>,
+    /// The series of `/metrics`.
+    pub metrics: Arc<Metrics>,
     /// The admin token that `/v1` requires.
     pub admin_token: AdminToken,
     /// Request limits.
@@ -69,13 +82,30 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{fn_path}/rollback"), axum::routing::post(functions::rollback))
         .route(&format!("{fn_path}/versions/{{version}}"), get(functions::version))
         .route(&format!("{fn_path}/versions/{{version}}/build-log"), get(functions::build_log))
-        .route(&format!("{fn_path}/invoke"), any(invoke::invoke_root))
-        .route(&format!("{fn_path}/invoke/"), any(invoke::invoke_root))
-        .route(&format!("{fn_path}/invoke/{{*path}}"), any(invoke::invoke_path))
+        .route(&format!("{fn_path}/invoke"), any(invoke::invoke))
+        .route(&format!("{fn_path}/invoke/"), any(invoke::invoke))
+        .route(&format!("{fn_path}/invoke/{{*path}}"), any(invoke::invoke))
+        .route(&format!("{fn_path}/invocations"), get(invocations::list))
+        .route(&format!("{fn_path}/logs"), get(invocations::logs))
+        .route("/v1/namespaces/{ns}/invocations/{id}", get(invocations::get))
+        .route("/v1/namespaces/{ns}/triggers", get(triggers::list).post(triggers::create))
+        .route(
+            "/v1/namespaces/{ns}/triggers/{name}",
+            get(triggers::get).put(triggers::replace).patch(triggers::patch).delete(triggers::delete),
+        )
+        .route("/v1/namespaces/{ns}/jobs", get(jobs::list).post(jobs::create))
+        .route(
+            "/v1/namespaces/{ns}/jobs/{name}",
+            get(jobs::get).put(jobs::replace).patch(jobs::patch).delete(jobs::delete),
+        )
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_admin));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(health_ready))
+        .route("/metrics", get(metrics))
+        .route("/fn/{ns}/{name}", any(invoke::public))
+        .route("/fn/{ns}/{name}/", any(invoke::public))
+        .route("/fn/{ns}/{name}/{*path}", any(invoke::public))
         .merge(v1)
         .fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             AppError::Core(sless_core::Error::NotFound { kind: "route", name: format!("{method} {}", uri.path()) })
@@ -89,6 +119,10 @@ pub fn router(state: AppState) -> Router {
 async fn health_ready(axum::extract::State(state): axum::extract::State<AppState>) -> ApiResult<&'static str> {
     state.registry.list_functions("default", &sless_core::traits::Page { limit: 1, after: None }).await?;
     Ok("ready")
+}
+
+async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> impl axum::response::IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.encode())
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then lets calls in flight finish.

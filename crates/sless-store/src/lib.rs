@@ -1,5 +1,5 @@
-//! Storage for sless: the SQL registry of functions and versions, and the blob store of
-//! code archives. Both implement the traits of `sless_core::traits`.
+//! Storage for sless: the SQL registry (functions, versions, triggers, jobs) with the invocation
+//! log, and the blob store of code archives. Both implement the traits of `sless_core::traits`.
 
 mod blob;
 mod sqlite;

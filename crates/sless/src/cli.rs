@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::telemetry::LogFormat;
 
@@ -48,6 +48,19 @@ pub enum Command {
     Fn(FnCommand),
     /// List a function's versions.
     Versions(VersionsArgs),
+    /// Create, list, show, enable, disable or delete triggers (http URLs and cron schedules).
+    #[command(subcommand)]
+    Trigger(TriggerCommand),
+    /// Create, run, list, show or delete jobs (one-off runs of a function).
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// List a function's recent calls, newest first.
+    Invocations(InvocationsArgs),
+    /// Show one call with its log lines.
+    #[command(subcommand)]
+    Invocation(InvocationCommand),
+    /// Print a function's log lines (-f to follow).
+    Logs(LogsArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -89,6 +102,15 @@ pub struct ServerArgs {
     /// Largest invoke request and function response body, in MiB.
     #[arg(long, env = "SLESS_MAX_BODY_MB", default_value_t = 6)]
     pub max_body_mb: usize,
+    /// Invocation records older than this are deleted, in hours.
+    #[arg(long, env = "SLESS_INVOCATIONS_MAX_AGE_HOURS", default_value_t = 168)]
+    pub invocations_max_age_hours: u64,
+    /// At most this many invocation records are kept per function.
+    #[arg(long, env = "SLESS_INVOCATIONS_PER_FUNCTION", default_value_t = 10_000)]
+    pub invocations_per_function: u64,
+    /// How often triggers and jobs are reconciled even without a change, in seconds.
+    #[arg(long, env = "SLESS_RESYNC_SEC", default_value_t = 30)]
+    pub resync_sec: u64,
     /// Log format.
     #[arg(long, env = "SLESS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -197,4 +219,179 @@ pub enum Output {
     Table,
     /// The API's JSON.
     Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TriggerCommand {
+    /// Create a trigger: `--http` publishes the function at {server}/fn/{ns}/{function},
+    /// `--cron SCHEDULE` calls it on a schedule.
+    Create(TriggerCreateArgs),
+    /// List triggers.
+    List(OutputArgs),
+    /// Show one trigger.
+    Get {
+        /// Trigger name.
+        name: String,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Delete a trigger.
+    Delete {
+        /// Trigger name.
+        name: String,
+    },
+    /// Enable a trigger.
+    Enable {
+        /// Trigger name.
+        name: String,
+    },
+    /// Disable a trigger (it stays, but does nothing).
+    Disable {
+        /// Trigger name.
+        name: String,
+    },
+}
+
+/// Who may call an http trigger's URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HttpAuthArg {
+    /// Anyone.
+    None,
+    /// Callers with a token for the namespace.
+    Token,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("kind").required(true).args(["http", "cron"])))]
+pub struct TriggerCreateArgs {
+    /// Trigger name.
+    pub name: String,
+    /// The function it calls.
+    #[arg(long, short = 'f')]
+    pub function: String,
+    /// An http trigger: the function's public URL.
+    #[arg(long)]
+    pub http: bool,
+    /// Who may call the URL (http only).
+    #[arg(long, value_enum, conflicts_with = "cron")]
+    pub auth: Option<HttpAuthArg>,
+    /// A cron trigger: 5-field cron, an @hourly-style macro, or `@every 30s`.
+    #[arg(long, value_name = "SCHEDULE")]
+    pub cron: Option<String>,
+    /// IANA time zone of the schedule (cron only; default UTC).
+    #[arg(long, conflicts_with = "http")]
+    pub timezone: Option<String>,
+    /// JSON delivered as the cron event's `detail`, or @FILE (cron only).
+    #[arg(long, conflicts_with = "http", value_name = "JSON|@FILE")]
+    pub payload: Option<String>,
+    /// Start an instance this many seconds before each tick (cron only).
+    #[arg(long, conflicts_with = "http", value_name = "SEC")]
+    pub prewarm: Option<u32>,
+    /// Create it disabled.
+    #[arg(long)]
+    pub disabled: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Create a job; it runs once its function is Ready (unless --run-id 0 or --disabled).
+    Create(JobCreateArgs),
+    /// Run a job again: bumps its run_id by one.
+    Run(JobRunArgs),
+    /// List jobs.
+    List(OutputArgs),
+    /// Show one job with its last run.
+    Get {
+        /// Job name.
+        name: String,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Delete a job.
+    Delete {
+        /// Job name.
+        name: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct JobCreateArgs {
+    /// Job name.
+    pub name: String,
+    /// The function it runs.
+    #[arg(long, short = 'f')]
+    pub function: String,
+    /// Run id: 0 never runs; any other value runs once, and again whenever it changes.
+    #[arg(long, default_value_t = 1)]
+    pub run_id: u64,
+    /// JSON delivered as the job event's `payload`, or @FILE.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub payload: Option<String>,
+    /// Create it disabled.
+    #[arg(long)]
+    pub disabled: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct JobRunArgs {
+    /// Job name.
+    pub name: String,
+    /// Wait for the run to finish and print its result (exit code 1 if it failed).
+    #[arg(long, short = 'w')]
+    pub wait: bool,
+    /// With --wait: give up after this many seconds.
+    #[arg(long, value_name = "SEC", requires = "wait")]
+    pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InvocationsArgs {
+    /// Function name.
+    pub name: String,
+    /// Only these outcomes, comma-separated: ok, error, timeout, oom, crash, rejected.
+    #[arg(long, value_name = "OUTCOMES")]
+    pub status: Option<String>,
+    /// Only calls started since then: a duration ago (30s, 10m, 2h, 1d, 1h30m) or RFC 3339.
+    #[arg(long, value_name = "AGO|RFC3339")]
+    pub since: Option<String>,
+    /// Only calls started before then: a duration ago or RFC 3339.
+    #[arg(long, value_name = "AGO|RFC3339")]
+    pub until: Option<String>,
+    /// Most calls to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InvocationCommand {
+    /// Show one call and the lines it printed.
+    Get {
+        /// Invocation id (the request id).
+        id: String,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Function name.
+    pub name: String,
+    /// Keep printing new lines until Ctrl-C.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// How many recent lines to print first.
+    #[arg(long, default_value_t = 100)]
+    pub tail: u32,
+    /// Output format: table prints `TIME REQUEST_ID LINE`, json one JSON object per line.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
 }

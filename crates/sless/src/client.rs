@@ -47,6 +47,8 @@ impl Client {
             })
         };
         let file = if conn.url.is_none() || conn.token.is_none() { saved() } else { None };
+        // A saved token belongs to the saved server: never send it to another one.
+        let file = file.filter(|f| conn.url.is_none() || f.get("url").and_then(Value::as_str) == conn.url.as_deref());
         let from_file = |k: &str| file.as_ref().and_then(|f| f.get(k)).and_then(Value::as_str).map(str::to_string);
         let base = conn
             .url
@@ -72,25 +74,85 @@ impl Client {
         format!("{}/v1/namespaces/{}/functions{rest}", self.base, self.namespace)
     }
 
+    /// `{base}/v1/namespaces/{ns}{rest}`.
+    pub(crate) fn ns_url(&self, rest: &str) -> String {
+        format!("{}/v1/namespaces/{}{rest}", self.base, self.namespace)
+    }
+
+    /// The server's base URL, without a trailing slash.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The namespace this client works in.
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The underlying HTTP client (requests still need [`Client::send`] or
+    /// [`Client::authed`] for the token).
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Adds the bearer token.
+    pub(crate) fn authed(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        req.bearer_auth(&self.token)
+    }
+
+    /// The public URL of a function's http trigger: `{base}/fn/{ns}/{function}`.
+    pub(crate) fn public_url(&self, function: &str) -> String {
+        format!("{}/fn/{}/{function}", self.base, self.namespace)
+    }
+
     async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<(reqwest::StatusCode, Value)> {
+        let (status, _, body) = self.send_full(req).await?;
+        Ok((status, body))
+    }
+
+    /// Sends with the token; returns the status, headers and body (JSON, else a string).
+    pub(crate) async fn send_full(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> anyhow::Result<(reqwest::StatusCode, reqwest::header::HeaderMap, Value)> {
         let resp = req
             .bearer_auth(&self.token)
             .send()
             .await
             .with_context(|| format!("cannot reach the server at {}", self.base))?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let text = resp.text().await.context("cannot read the server's answer")?;
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok((status, body))
+        Ok((status, headers, body))
     }
 
     /// Sends and fails on an error status, showing the problem's detail.
-    async fn expect(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+    pub(crate) async fn expect(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
         let (status, body) = self.send(req).await?;
         if !status.is_success() {
             bail!("{}", problem_text(status, &body));
         }
         Ok(body)
+    }
+
+    /// Every item of a paginated list at `url` (following `next_cursor`).
+    pub(crate) async fn list_all(&self, url: &str) -> anyhow::Result<Vec<Value>> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut req = self.http.get(url).query(&[("limit", "1000")]);
+            if let Some(c) = &cursor {
+                req = req.query(&[("cursor", c)]);
+            }
+            let page = self.expect(req).await?;
+            items.extend(page["items"].as_array().cloned().unwrap_or_default());
+            cursor = page["next_cursor"].as_str().filter(|c| !c.is_empty()).map(str::to_string);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Ok(items)
     }
 
     async fn get_function(&self, name: &str) -> anyhow::Result<Option<Value>> {
@@ -103,7 +165,7 @@ impl Client {
     }
 }
 
-fn problem_text(status: reqwest::StatusCode, body: &Value) -> String {
+pub(crate) fn problem_text(status: reqwest::StatusCode, body: &Value) -> String {
     let detail = body.get("detail").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| body.to_string());
     format!("{} {}: {detail}", status.as_u16(), status.canonical_reason().unwrap_or_default())
 }
@@ -158,27 +220,28 @@ impl DeployPlan {
 pub async fn deploy_plan(client: &Client, plan: &DeployPlan, wait: bool) -> anyhow::Result<Value> {
     let started = Instant::now();
     let spec = plan.spec();
-    match client.get_function(&plan.name).await? {
-        None => {
-            client
-                .expect(client.http.post(client.url("")).json(&spec))
-                .await
-                .with_context(|| format!("creating {}", plan.name))?;
+    let existing = client.get_function(&plan.name).await?;
+    let mut created = false;
+    if existing.is_none() {
+        let (status, body) = client.send(client.http.post(client.url("")).json(&spec)).await?;
+        match status {
+            s if s.is_success() => created = true,
+            // Someone else created it meanwhile (parallel deploys): update it instead.
+            reqwest::StatusCode::CONFLICT => {}
+            s => bail!("creating {}: {}", plan.name, problem_text(s, &body)),
         }
-        Some(_) if plan.replace => {
+    }
+    if !created {
+        let req = if plan.replace {
+            client.http.put(client.url(&format!("/{}", plan.name))).json(&spec)
+        } else {
             client
-                .expect(client.http.put(client.url(&format!("/{}", plan.name))).json(&spec))
-                .await
-                .with_context(|| format!("updating {}", plan.name))?;
-        }
-        Some(_) => {
-            let req = client
                 .http
                 .patch(client.url(&format!("/{}", plan.name)))
                 .header("content-type", "application/merge-patch+json")
-                .body(spec.to_string());
-            client.expect(req).await.with_context(|| format!("updating {}", plan.name))?;
-        }
+                .body(spec.to_string())
+        };
+        client.expect(req).await.with_context(|| format!("updating {}", plan.name))?;
     }
     let dir = plan.dir.clone();
     let archive = tokio::task::spawn_blocking(move || zip_dir(&dir)).await??;
@@ -187,7 +250,16 @@ pub async fn deploy_plan(client: &Client, plan: &DeployPlan, wait: bool) -> anyh
         .put(client.url(&format!("/{}/code", plan.name)))
         .header("content-type", "application/zip")
         .body(archive);
-    let uploaded = client.expect(upload).await.with_context(|| format!("uploading {}", plan.dir.display()))?;
+    let uploaded = match client.expect(upload).await {
+        Ok(v) => v,
+        Err(e) => {
+            // A function this deploy created is not left behind without code.
+            if created {
+                let _ = client.send(client.http.delete(client.url(&format!("/{}", plan.name)))).await;
+            }
+            return Err(e.context(format!("uploading {}", plan.dir.display())));
+        }
+    };
     let version = uploaded.get("version").and_then(Value::as_u64).context("the server did not return a version")?;
     if !wait {
         return client.get_function(&plan.name).await?.context("the function disappeared");
@@ -280,11 +352,109 @@ async fn deploy_manifest(conn: &Connection, dir: &Path, args: &DeployArgs) -> an
     let mut conn = conn.clone();
     conn.namespace = manifest.namespace.clone();
     let client = Client::connect(&conn)?;
-    for decl in &manifest.functions {
-        let f = deploy_plan(&client, &DeployPlan::from_decl(decl)?, !args.no_wait).await?;
-        println!("{:<20} {}", decl.name, f.get("url").and_then(Value::as_str).unwrap_or_default());
+    match apply_manifest(&client, &manifest, !args.no_wait).await {
+        Ok(lines) => {
+            print_lines(&lines);
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(partial) = e.downcast_ref::<ApplyFailed>() {
+                print_lines(&partial.lines);
+            }
+            Err(e)
+        }
     }
-    Ok(())
+}
+
+fn print_lines(lines: &[(String, String)]) {
+    for (label, url) in lines {
+        println!("{label:<20} {url}");
+    }
+}
+
+/// Some entries of a manifest failed to apply; the others were applied. Returned (inside the
+/// `anyhow::Error`) by [`apply_manifest`]; `downcast_ref::<ApplyFailed>()` gives the lines of
+/// what did deploy, to print them anyway.
+#[derive(Debug)]
+pub struct ApplyFailed {
+    /// (label, url) of what was applied, as [`apply_manifest`] returns them on success.
+    pub lines: Vec<(String, String)>,
+    /// `function NAME`, `trigger NAME` or `job NAME` of each failure (each was printed to
+    /// stderr when it happened).
+    pub failed: Vec<String>,
+}
+
+impl std::fmt::Display for ApplyFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of the manifest's entries failed to apply: {}", self.failed.len(), self.failed.join(", "))
+    }
+}
+
+impl std::error::Error for ApplyFailed {}
+
+/// Applies a manifest: deploys each function (waiting for its build with `wait`), then
+/// creates or replaces (PUT) each trigger and job — a trigger or job whose function is not
+/// Ready waits for it on the server. A failing entry does not stop the others: it is printed
+/// to stderr (`error: function NAME: …`) and, if any failed, the result is an error wrapping
+/// [`ApplyFailed`] (which still carries the lines). Returns (label, url) lines to print: each
+/// function's invoke URL (label: its name) and each http trigger's public URL
+/// `{base}/fn/{ns}/{function}` (label: `NAME (http)`). Progress goes to stderr.
+pub async fn apply_manifest(
+    client: &Client,
+    manifest: &crate::manifest::Manifest,
+    wait: bool,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut lines = Vec::new();
+    let mut failed = Vec::new();
+    for decl in &manifest.functions {
+        match async { deploy_plan(client, &DeployPlan::from_decl(decl)?, wait).await }.await {
+            Ok(f) => lines.push((decl.name.clone(), f["url"].as_str().unwrap_or_default().to_string())),
+            Err(e) => {
+                eprintln!("error: function {}: {e:#}", decl.name);
+                failed.push(format!("function {}", decl.name));
+            }
+        }
+    }
+    for t in &manifest.triggers {
+        match crate::triggers_cli::put_or_create(client, "triggers", &t.name, &t.body()).await {
+            Ok(rec) => {
+                let what = match t.kind {
+                    sless_core::trigger::TriggerType::Http => {
+                        let url = crate::triggers_cli::trigger_public_url(client, &rec);
+                        lines.push((format!("{} (http)", t.name), url));
+                        format!("http → {}", t.function)
+                    }
+                    sless_core::trigger::TriggerType::Cron => {
+                        format!("cron {:?} → {}", t.schedule.as_deref().unwrap_or_default(), t.function)
+                    }
+                };
+                eprintln!("applied trigger {} ({what}): {}", t.name, s(&rec, &["status", "phase"]));
+            }
+            Err(e) => {
+                eprintln!("error: trigger {}: {e:#}", t.name);
+                failed.push(format!("trigger {}", t.name));
+            }
+        }
+    }
+    for j in &manifest.jobs {
+        match crate::triggers_cli::put_or_create(client, "jobs", &j.name, &j.body()).await {
+            Ok(rec) => eprintln!(
+                "applied job {} (run_id {} → {}): {}",
+                j.name,
+                j.run_id,
+                j.function,
+                s(&rec, &["status", "phase"])
+            ),
+            Err(e) => {
+                eprintln!("error: job {}: {e:#}", j.name);
+                failed.push(format!("job {}", j.name));
+            }
+        }
+    }
+    if !failed.is_empty() {
+        return Err(ApplyFailed { lines, failed }.into());
+    }
+    Ok(lines)
 }
 
 pub async fn invoke(conn: &Connection, args: InvokeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -343,7 +513,7 @@ pub async fn invoke(conn: &Connection, args: InvokeArgs) -> anyhow::Result<std::
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -360,7 +530,7 @@ fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-fn s(v: &Value, path: &[&str]) -> String {
+pub(crate) fn s(v: &Value, path: &[&str]) -> String {
     let mut cur = v;
     for p in path {
         cur = &cur[*p];
@@ -376,20 +546,7 @@ pub async fn functions(conn: &Connection, cmd: FnCommand) -> anyhow::Result<()> 
     let client = Client::connect(conn)?;
     match cmd {
         FnCommand::List(out) => {
-            let mut items = Vec::new();
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut req = client.http.get(client.url("")).query(&[("limit", "1000")]);
-                if let Some(c) = &cursor {
-                    req = req.query(&[("cursor", c)]);
-                }
-                let page = client.expect(req).await?;
-                items.extend(page["items"].as_array().cloned().unwrap_or_default());
-                cursor = page["next_cursor"].as_str().map(str::to_string);
-                if cursor.is_none() {
-                    break;
-                }
-            }
+            let items = client.list_all(&client.url("")).await?;
             if out.output == Output::Json {
                 println!("{}", serde_json::to_string_pretty(&json!({ "items": items }))?);
             } else {

@@ -4,14 +4,21 @@
 mod cli;
 mod client;
 mod manifest;
+mod observe_cli;
 mod pack;
 mod serve;
 mod telemetry;
+mod triggers_cli;
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
+    if !matches!(cli.command, cli::Command::Server(_) | cli::Command::Up(_)) {
+        // `sless fn list | head` ends quietly instead of panicking on a closed pipe. Servers
+        // keep Rust's default (SIGPIPE ignored): a closed connection must not kill them.
+        sigpipe::reset();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -43,6 +50,11 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Invoke(args) => return client::invoke(&cli.conn, args).await,
         Command::Fn(cmd) => client::functions(&cli.conn, cmd).await?,
         Command::Versions(args) => client::versions(&cli.conn, args).await?,
+        Command::Trigger(cmd) => triggers_cli::triggers(&cli.conn, cmd).await?,
+        Command::Job(cmd) => return triggers_cli::jobs(&cli.conn, cmd).await,
+        Command::Invocations(args) => observe_cli::invocations(&cli.conn, args).await?,
+        Command::Invocation(cmd) => observe_cli::invocation(&cli.conn, cmd).await?,
+        Command::Logs(args) => observe_cli::logs(&cli.conn, args).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sless_core::archive::ArchiveLimits;
+use sless_core::invocation::Retention;
+use sless_core::traits::InvocationLog;
 use sless_core::traits::{BlobStore, Executor, Registry};
-use sless_runtime::{Interpreters, LocalConfig, LocalExecutor};
+use sless_runtime::{Dispatcher, Interpreters, LocalConfig, LocalExecutor, LogHub, Metrics, Recorder, RecorderConfig};
 use sless_server::{AdminToken, AppState, Limits};
 use sless_store::{LocalBlobStore, SqliteRegistry};
 use tokio::net::TcpListener;
 
 use crate::cli::{ServerArgs, UpArgs};
-use crate::client::{CLIENT_FILE, Client, DeployPlan, config_dir, deploy_plan};
+use crate::client::{ApplyFailed, CLIENT_FILE, Client, apply_manifest, config_dir};
 use crate::manifest;
 
 /// How long calls in flight may take to finish after a shutdown signal.
@@ -27,7 +29,11 @@ struct Platform {
     data_dir: PathBuf,
     executor: LocalExecutor,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    controllers: tokio::task::JoinHandle<()>,
+    recorder: tokio::task::JoinHandle<()>,
     stop: tokio::sync::watch::Sender<bool>,
+    /// Held while the platform runs (see `start`).
+    _lock: std::fs::File,
 }
 
 fn default_server_data_dir() -> PathBuf {
@@ -102,10 +108,20 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
     let data_dir = data_dir.canonicalize()?;
+    // One platform per data folder: two would build into and run from the same folders.
+    let lock_path = data_dir.join("lock");
+    let lock = std::fs::File::create(&lock_path).with_context(|| format!("cannot create {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        bail!("another sless is already using the data folder {} (pass another --data-dir)", data_dir.display());
+    }
     let db = sqlite_path(args, &data_dir)?;
-    let registry: Arc<dyn Registry> = Arc::new(
+    let sqlite = Arc::new(
         SqliteRegistry::open(&db).await.with_context(|| format!("cannot open the database {}", db.display()))?,
     );
+    let registry: Arc<dyn Registry> = sqlite.clone();
+    let invocations: Arc<dyn InvocationLog> = sqlite;
+    let metrics = Arc::new(Metrics::new());
+    let logs = Arc::new(LogHub::default());
     let blobs_dir = blob_dir(args, &data_dir)?;
     let blobs: Arc<dyn BlobStore> = Arc::new(
         LocalBlobStore::open(&blobs_dir)
@@ -132,16 +148,39 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         },
         registry.clone(),
         blobs.clone(),
+        metrics.clone(),
+        logs.clone(),
     )?;
     executor.resume().await?;
+    let retention = Retention {
+        max_age_sec: args.invocations_max_age_hours * 3600,
+        max_per_function: args.invocations_per_function,
+    };
+    let (recorder, recorder_task) = Recorder::start(
+        invocations.clone(),
+        metrics.clone(),
+        RecorderConfig { retention, ..RecorderConfig::default() },
+    );
+    let executor_dyn: Arc<dyn Executor> = Arc::new(executor.clone());
+    let dispatcher = Arc::new(Dispatcher::new(
+        registry.clone(),
+        executor_dyn.clone(),
+        recorder,
+        metrics.clone(),
+        args.max_body_mb * 1024 * 1024,
+    ));
     let listener = TcpListener::bind(args.listen).await.with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let base_url = format!("http://{addr}");
     let token = admin_token(&data_dir)?;
     let state = AppState {
-        registry,
+        registry: registry.clone(),
         blobs,
-        executor: Arc::new(executor.clone()),
+        executor: executor_dyn.clone(),
+        dispatcher: dispatcher.clone(),
+        invocations,
+        logs,
+        metrics,
         admin_token: AdminToken::new(&token),
         limits: Limits {
             archive,
@@ -155,6 +194,13 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         let _ = stopped.wait_for(|s| *s).await;
     };
     let server = tokio::spawn(sless_server::serve(listener, state, shutdown));
+    let controllers = sless_runtime::spawn_controllers(
+        registry,
+        executor_dyn,
+        dispatcher,
+        Duration::from_secs(args.resync_sec.max(1)),
+        stop.subscribe(),
+    );
     // Where the CLI finds this server by default.
     let conn = serde_json::json!({ "url": base_url, "token": token }).to_string();
     write_private(&data_dir.join(CLIENT_FILE), &conn)?;
@@ -165,7 +211,17 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
     }
     tracing::info!(url = %base_url, data_dir = %data_dir.display(), "sless is listening");
     println!("sless listening on {base_url}");
-    Ok(Platform { base_url, token, data_dir, executor, server, stop })
+    Ok(Platform {
+        base_url,
+        token,
+        data_dir,
+        executor,
+        server,
+        controllers,
+        recorder: recorder_task,
+        stop,
+        _lock: lock,
+    })
 }
 
 async fn shutdown_signal() {
@@ -203,7 +259,12 @@ impl Platform {
             Ok(res) => res??,
             Err(_) => tracing::warn!("calls still in flight after {} s; stopping them", DRAIN_TIMEOUT.as_secs()),
         }
+        let _ = self.controllers.await;
         self.executor.shutdown().await;
+        // The last holders of the recorder are gone: it writes what is queued and ends.
+        if tokio::time::timeout(Duration::from_secs(10), self.recorder).await.is_err() {
+            tracing::warn!("invocation records still unwritten at shutdown");
+        }
         tracing::info!(data_dir = %self.data_dir.display(), "stopped");
         Ok(())
     }
@@ -218,16 +279,15 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let manifest = manifest::load(&args.dir)?;
     let platform = start(&args.server, PathBuf::from(".sless")).await?;
     let client = Client::new(&platform.base_url, &platform.token, &manifest.namespace);
-    let mut failed = 0;
-    for decl in &manifest.functions {
-        let result = async { deploy_plan(&client, &DeployPlan::from_decl(decl)?, true).await }.await;
-        match result {
-            Ok(f) => println!("  {:<20} {}", decl.name, f["url"].as_str().unwrap_or_default()),
-            Err(e) => {
-                failed += 1;
-                eprintln!("error: {}: {e:#}", decl.name);
-            }
-        }
+    let (lines, failed) = match apply_manifest(&client, &manifest, true).await {
+        Ok(lines) => (lines, Vec::new()),
+        Err(e) => match e.downcast::<ApplyFailed>() {
+            Ok(partial) => (partial.lines, partial.failed),
+            Err(e) => return Err(e),
+        },
+    };
+    for (label, url) in &lines {
+        println!("  {label:<24} {url}");
     }
     println!("token: {}", platform.token);
     println!(
@@ -236,8 +296,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         platform.base_url,
         manifest.namespace
     );
-    if failed > 0 {
-        eprintln!("{failed} function(s) failed to deploy; serving the rest. Press Ctrl-C to stop.");
+    if !failed.is_empty() {
+        eprintln!("{} failed to deploy ({}); serving the rest. Press Ctrl-C to stop.", failed.len(), failed.join(", "));
     } else {
         eprintln!("ready. Press Ctrl-C to stop.");
     }

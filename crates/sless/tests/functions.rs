@@ -86,9 +86,21 @@ def handler(event, context):
         json!({"errorType": "ValueError", "errorMessage": "bad input here"}),
         "no stack trace in the response"
     );
+    let id = h["x-request-id"].to_str().expect("request id").to_string();
     let (s, _, b) = server.invoke("err", "GET", "/", None).await;
     assert_eq!((s, b), (200, json!("fine")));
-    assert!(server.log().contains("Traceback"), "the stack trace is in the logs");
+    // The stack trace is in the invocation's logs (written in the background).
+    let url = format!("{}/v1/namespaces/default/invocations/{id}", server.url);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let logs = loop {
+        let (s, _, record) = server.send(server.http.get(&url)).await;
+        if s == 200 {
+            break record["logs"].to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no record for {id}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(logs.contains("Traceback") && logs.contains("bad input here"), "{logs}");
 
     let node = "exports.handler = async () => { undefinedThing(); };";
     server.deploy("nerr", "nodejs20", "index.handler", &[("index.js", node)], json!({})).await;

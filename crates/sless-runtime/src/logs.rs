@@ -1,0 +1,93 @@
+//! Function output lines as they are printed: a small ring buffer per function for
+//! `GET …/logs` and a broadcast for `follow=true`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+/// Lines kept per function for `GET …/logs`.
+const RECENT_LINES: usize = 1000;
+
+/// One output line of a function.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogLine {
+    /// When sless read it.
+    pub time: DateTime<Utc>,
+    /// The call it belongs to, when known.
+    pub request_id: Option<String>,
+    /// The line, without its newline.
+    pub line: String,
+}
+
+struct Channel {
+    recent: VecDeque<LogLine>,
+    tx: broadcast::Sender<LogLine>,
+}
+
+/// The output of every function, by (namespace, function).
+#[derive(Default)]
+pub struct LogHub {
+    channels: Mutex<HashMap<(String, String), Channel>>,
+}
+
+impl LogHub {
+    /// Records a line and sends it to followers.
+    pub fn publish(&self, namespace: &str, function: &str, line: LogLine) {
+        let mut channels = self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ch = channels
+            .entry((namespace.to_string(), function.to_string()))
+            .or_insert_with(|| Channel { recent: VecDeque::new(), tx: broadcast::channel(1024).0 });
+        if ch.recent.len() == RECENT_LINES {
+            ch.recent.pop_front();
+        }
+        ch.recent.push_back(line.clone());
+        let _ = ch.tx.send(line);
+    }
+
+    /// The last `n` lines (oldest first) and a receiver of the lines that follow them.
+    pub fn follow(&self, namespace: &str, function: &str, n: usize) -> (Vec<LogLine>, broadcast::Receiver<LogLine>) {
+        let mut channels = self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ch = channels
+            .entry((namespace.to_string(), function.to_string()))
+            .or_insert_with(|| Channel { recent: VecDeque::new(), tx: broadcast::channel(1024).0 });
+        let skip = ch.recent.len().saturating_sub(n);
+        (ch.recent.iter().skip(skip).cloned().collect(), ch.tx.subscribe())
+    }
+
+    /// Forgets a deleted function's lines.
+    pub fn remove(&self, namespace: &str, function: &str) {
+        let mut channels = self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        channels.remove(&(namespace.to_string(), function.to_string()));
+    }
+}
+
+impl std::fmt::Debug for LogHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogHub")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(s: &str) -> LogLine {
+        LogLine { time: Utc::now(), request_id: None, line: s.into() }
+    }
+
+    #[test]
+    fn keeps_recent_lines_and_streams_new_ones() {
+        let hub = LogHub::default();
+        hub.publish("n", "f", line("a"));
+        hub.publish("n", "f", line("b"));
+        let (recent, mut rx) = hub.follow("n", "f", 1);
+        assert_eq!(recent.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(), ["b"]);
+        hub.publish("n", "f", line("c"));
+        assert_eq!(rx.try_recv().expect("streamed").line, "c");
+        let (other, _) = hub.follow("n", "g", 10);
+        assert!(other.is_empty());
+    }
+}

@@ -1,0 +1,117 @@
+//! Jobs (DESIGN §3, §7): `/v1/namespaces/{ns}/jobs`.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::Value;
+use sless_core::job::{JobRecord, JobSpec, JobStatus};
+use sless_core::names::validate_name;
+use sless_core::spec::check_same_name;
+
+use crate::body::read_json;
+use crate::resource::{ListQuery, check_namespace, if_match, with_etag};
+use crate::{ApiResult, AppError, AppState};
+
+#[derive(Deserialize)]
+pub(crate) struct JobPath {
+    ns: String,
+    name: String,
+}
+
+impl JobPath {
+    fn validated(&self) -> ApiResult<(&str, &str)> {
+        validate_name("namespace", &self.ns)?;
+        validate_name("name", &self.name)?;
+        Ok((&self.ns, &self.name))
+    }
+}
+
+fn render(j: &JobRecord) -> Value {
+    serde_json::to_value(j).unwrap_or(Value::Null)
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    validate_name("namespace", &ns)?;
+    let body = read_json(&headers, body, &["application/json"]).await?;
+    check_namespace(&body, &ns)?;
+    let (name, spec) = JobSpec::from_json(&body)?;
+    let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
+    let now = Utc::now();
+    let record = JobRecord {
+        namespace: ns,
+        name,
+        spec,
+        resource_version: 1,
+        status: JobStatus::new(),
+        created_at: now,
+        updated_at: now,
+    };
+    state.registry.create_job(&record).await?;
+    Ok(with_etag(StatusCode::CREATED, render(&record), record.resource_version))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    validate_name("namespace", &ns)?;
+    let items = state.registry.list_jobs(&ns, &q.page()?).await?;
+    Ok(q.respond(items, |j| j.name.clone(), render))
+}
+
+pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<JobPath>) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let j = state.registry.get_job(ns, name).await?;
+    Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
+}
+
+pub(crate) async fn replace(
+    State(state): State<AppState>,
+    Path(p): Path<JobPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let expected = if_match(&headers)?;
+    let body = read_json(&headers, body, &["application/json"]).await?;
+    let (body_name, spec) = JobSpec::from_json(&body)?;
+    check_same_name(name, body_name.as_deref())?;
+    let j = state.registry.replace_job_spec(ns, name, &spec, expected).await?;
+    Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
+}
+
+pub(crate) async fn patch(
+    State(state): State<AppState>,
+    Path(p): Path<JobPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let expected = if_match(&headers)?;
+    let patch = read_json(&headers, body, &["application/merge-patch+json", "application/json"]).await?;
+    let current = state.registry.get_job(ns, name).await?;
+    let spec = current.spec.merge_patch(name, &patch)?;
+    if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
+        return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));
+    }
+    let expected = Some(expected.unwrap_or(current.resource_version));
+    let j = state.registry.replace_job_spec(ns, name, &spec, expected).await?;
+    Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
+}
+
+pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<JobPath>) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let j = state.registry.get_job(ns, name).await?;
+    state.registry.delete_job(ns, name).await?;
+    Ok(with_etag(StatusCode::ACCEPTED, render(&j), j.resource_version))
+}

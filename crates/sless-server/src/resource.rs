@@ -1,0 +1,84 @@
+//! What every resource endpoint shares: pagination, `If-Match`, `ETag`.
+
+use axum::Json;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sless_core::traits::Page;
+
+use crate::{ApiResult, AppError};
+
+/// `?limit=&cursor=` of a list. `limit` is 1–1000 (default 100); `cursor` is the
+/// `next_cursor` of the previous page.
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+impl ListQuery {
+    /// The page to ask the registry for: one more item than `limit`, to know whether a next
+    /// page exists. Errors: 400 naming `limit`.
+    pub(crate) fn page(&self) -> ApiResult<Page> {
+        let limit: u32 = match self.limit.as_deref() {
+            None | Some("") => 100,
+            Some(text) => text.parse().map_err(|_| AppError::field("limit", "must be a number from 1 to 1000"))?,
+        };
+        if !(1..=1000).contains(&limit) {
+            return Err(AppError::field("limit", "must be from 1 to 1000"));
+        }
+        Ok(Page { limit: limit + 1, after: self.cursor.clone().filter(|c| !c.is_empty()) })
+    }
+
+    /// `{"items": [...], "next_cursor": …}` from a page fetched with [`ListQuery::page`].
+    pub(crate) fn respond<T>(
+        &self,
+        mut items: Vec<T>,
+        key: impl Fn(&T) -> String,
+        render: impl Fn(&T) -> Value,
+    ) -> Json<Value> {
+        let limit = self.page().map(|p| p.limit as usize - 1).unwrap_or(100);
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(&key)
+        } else {
+            None
+        };
+        let items: Vec<Value> = items.iter().map(render).collect();
+        Json(json!({ "items": items, "next_cursor": next }))
+    }
+}
+
+/// Parses `If-Match`: `*`, `"7"`, `W/"7"` or `7`. Errors: 412 when it names no version.
+pub(crate) fn if_match(headers: &HeaderMap) -> ApiResult<Option<u64>> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    let bare = text.trim_start_matches("W/").trim_matches('"');
+    bare.parse().map(Some).map_err(|_| {
+        AppError::Core(sless_core::Error::Stale { expected: text.to_string(), current: "a number".into() })
+    })
+}
+
+/// A JSON response with `ETag: "<resource_version>"`.
+pub(crate) fn with_etag(status: StatusCode, body: Value, resource_version: u64) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    if let Ok(etag) = HeaderValue::from_str(&format!("\"{resource_version}\"")) {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}
+
+/// A body's `namespace` (read-only) must be the path's when present. Errors: 400 naming it.
+pub(crate) fn check_namespace(body: &Value, ns: &str) -> ApiResult<()> {
+    match body.get("namespace") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(s)) if s == ns => Ok(()),
+        Some(other) => Err(AppError::field("namespace", format!("is {other} but the path names {ns:?}"))),
+    }
+}

@@ -1,0 +1,155 @@
+//! Triggers (DESIGN §3, §7): `/v1/namespaces/{ns}/triggers`.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::Value;
+use sless_core::names::validate_name;
+use sless_core::schedule::check as check_schedule;
+use sless_core::spec::check_same_name;
+use sless_core::traits::Page;
+use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus, TriggerType};
+
+use crate::body::read_json;
+use crate::resource::{ListQuery, check_namespace, if_match, with_etag};
+use crate::{ApiResult, AppError, AppState};
+
+#[derive(Deserialize)]
+pub(crate) struct TriggerPath {
+    ns: String,
+    name: String,
+}
+
+impl TriggerPath {
+    fn validated(&self) -> ApiResult<(&str, &str)> {
+        validate_name("namespace", &self.ns)?;
+        validate_name("name", &self.name)?;
+        Ok((&self.ns, &self.name))
+    }
+}
+
+fn render(t: &TriggerRecord) -> Value {
+    serde_json::to_value(t).unwrap_or(Value::Null)
+}
+
+/// The enabled http trigger publishing `function`, if any (the `/fn/` route's check).
+pub(crate) async fn http_trigger_for(state: &AppState, ns: &str, function: &str) -> ApiResult<Option<TriggerRecord>> {
+    Ok(http_triggers(state, ns, function).await?.into_iter().find(|t| t.spec.enabled))
+}
+
+async fn http_triggers(state: &AppState, ns: &str, function: &str) -> ApiResult<Vec<TriggerRecord>> {
+    let mut found = Vec::new();
+    let mut page = Page { limit: 1000, after: None };
+    loop {
+        let batch = state.registry.list_triggers(ns, &page).await?;
+        let last = batch.last().map(|t| t.name.clone());
+        found.extend(batch.into_iter().filter(|t| t.spec.kind == TriggerType::Http && t.spec.function == function));
+        match last {
+            Some(l) => page.after = Some(l),
+            None => return Ok(found),
+        }
+    }
+}
+
+/// One http trigger per function (409 otherwise): two would make the public URL ambiguous.
+async fn check_unique_http(state: &AppState, ns: &str, name: &str, spec: &TriggerSpec) -> ApiResult<()> {
+    if spec.kind != TriggerType::Http {
+        return Ok(());
+    }
+    if let Some(other) = http_triggers(state, ns, &spec.function).await?.into_iter().find(|t| t.name != name) {
+        return Err(AppError::Core(sless_core::Error::AlreadyExists {
+            kind: "http trigger for this function",
+            name: format!("{} (trigger {})", spec.function, other.name),
+        }));
+    }
+    Ok(())
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    validate_name("namespace", &ns)?;
+    let body = read_json(&headers, body, &["application/json"]).await?;
+    check_namespace(&body, &ns)?;
+    let (name, spec) = TriggerSpec::from_json(&body, check_schedule)?;
+    let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
+    check_unique_http(&state, &ns, &name, &spec).await?;
+    let now = Utc::now();
+    let record = TriggerRecord {
+        namespace: ns,
+        name,
+        spec,
+        resource_version: 1,
+        status: TriggerStatus::new(),
+        created_at: now,
+        updated_at: now,
+    };
+    state.registry.create_trigger(&record).await?;
+    Ok(with_etag(StatusCode::CREATED, render(&record), record.resource_version))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    validate_name("namespace", &ns)?;
+    let items = state.registry.list_triggers(&ns, &q.page()?).await?;
+    Ok(q.respond(items, |t| t.name.clone(), render))
+}
+
+pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<TriggerPath>) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let t = state.registry.get_trigger(ns, name).await?;
+    Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
+}
+
+pub(crate) async fn replace(
+    State(state): State<AppState>,
+    Path(p): Path<TriggerPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let expected = if_match(&headers)?;
+    let body = read_json(&headers, body, &["application/json"]).await?;
+    let (body_name, spec) = TriggerSpec::from_json(&body, check_schedule)?;
+    check_same_name(name, body_name.as_deref())?;
+    check_unique_http(&state, ns, name, &spec).await?;
+    let t = state.registry.replace_trigger_spec(ns, name, &spec, expected).await?;
+    Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
+}
+
+pub(crate) async fn patch(
+    State(state): State<AppState>,
+    Path(p): Path<TriggerPath>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let expected = if_match(&headers)?;
+    let patch = read_json(&headers, body, &["application/merge-patch+json", "application/json"]).await?;
+    let current = state.registry.get_trigger(ns, name).await?;
+    let spec = current.spec.merge_patch(name, &patch, check_schedule)?;
+    check_unique_http(&state, ns, name, &spec).await?;
+    if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
+        return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));
+    }
+    let expected = Some(expected.unwrap_or(current.resource_version));
+    let t = state.registry.replace_trigger_spec(ns, name, &spec, expected).await?;
+    Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
+}
+
+pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<TriggerPath>) -> ApiResult<Response> {
+    let (ns, name) = p.validated()?;
+    let t = state.registry.get_trigger(ns, name).await?;
+    state.registry.delete_trigger(ns, name).await?;
+    Ok(with_etag(StatusCode::ACCEPTED, render(&t), t.resource_version))
+}

@@ -1,0 +1,196 @@
+//! Invocation records, logs and metrics through the real server.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+async fn list(server: &Server, function: &str, query: &str) -> Value {
+    let (s, _, b) = server.send(server.http.get(server.api(&format!("/{function}/invocations?{query}")))).await;
+    assert_eq!(s, 200, "{b}");
+    b
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_calls_make_two_hundred_records() {
+    let server = Server::start_with(&["--max-instances-per-function", "4"]);
+    let code = "def handler(event, context):\n    if event['path'] == '/bad':\n        raise ValueError('bad')\n    print('served', event['path'])\n    return 'ok'\n";
+    server.deploy("many", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let calls = (0..200).map(|i| {
+        let path = if i % 4 == 0 { "/bad".to_string() } else { format!("/ok{i}") };
+        let server = &server;
+        async move { server.invoke("many", "GET", &path, None).await.0 }
+    });
+    let statuses = futures::future::join_all(calls).await;
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 150);
+    assert_eq!(statuses.iter().filter(|s| **s == 502).count(), 50);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut all = Vec::new();
+    while all.len() < 200 {
+        all.clear();
+        let mut cursor: Option<String> = None;
+        loop {
+            let q = match &cursor {
+                Some(c) => format!("limit=70&cursor={c}"),
+                None => "limit=70".into(),
+            };
+            let page = list(&server, "many", &q).await;
+            all.extend(page["items"].as_array().cloned().unwrap_or_default());
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
+        assert!(Instant::now() < deadline, "{} records", all.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(all.len(), 200);
+    let ids: std::collections::BTreeSet<_> =
+        all.iter().map(|r| r["id"].as_str().unwrap_or_default().to_string()).collect();
+    assert_eq!(ids.len(), 200, "unique ids");
+    let mut sorted: Vec<_> = all.iter().map(|r| r["id"].as_str().unwrap_or_default().to_string()).collect();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(
+        sorted,
+        all.iter().map(|r| r["id"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>(),
+        "newest first"
+    );
+    assert_eq!(
+        all.iter().filter(|r| r["outcome"] == "error" && r["error_type"] == "ValueError" && r["status"] == 502).count(),
+        50
+    );
+    assert_eq!(all.iter().filter(|r| r["outcome"] == "ok" && r["status"] == 200).count(), 150);
+    assert!(all.iter().all(|r| r["source"] == "invoke" && r["version"] == 1 && r["function"] == "many"));
+    assert!(all.iter().any(|r| r["cold_start"] == true) && all.iter().any(|r| r["cold_start"] == false));
+
+    let errors = list(&server, "many", "status=error&limit=1000").await;
+    assert_eq!(errors["items"].as_array().map(Vec::len), Some(50));
+    let ok = all.iter().find(|r| r["outcome"] == "ok").expect("an ok call");
+    let (s, _, one) = server
+        .send(server.http.get(format!(
+            "{}/v1/namespaces/default/invocations/{}",
+            server.url,
+            ok["id"].as_str().expect("id")
+        )))
+        .await;
+    assert_eq!(s, 200);
+    assert!(
+        one["logs"].as_array().expect("logs").iter().any(|l| l.as_str().unwrap_or_default().starts_with("served /ok")),
+        "{one}"
+    );
+    let (s, _, b) = server.send(server.http.get(server.api("/many/invocations?status=fine"))).await;
+    assert_eq!((s, b["field"].clone()), (400, json!("status")));
+
+    let metrics =
+        server.http.get(format!("{}/metrics", server.url)).send().await.expect("metrics").text().await.expect("text");
+    for series in [
+        "sless_invocations_total{namespace=\"default\",function=\"many\",trigger=\"invoke\",outcome=\"ok\"} 150",
+        "sless_invocations_total{namespace=\"default\",function=\"many\",trigger=\"invoke\",outcome=\"error\"} 50",
+        "sless_invocation_duration_seconds_count{namespace=\"default\",function=\"many\"} 200",
+        "sless_cold_starts_total{namespace=\"default\",function=\"many\"}",
+        "sless_instances{namespace=\"default\",function=\"many\",state=\"idle\"}",
+        "sless_builds_total{outcome=\"succeeded\"} 1",
+        "sless_build_duration_seconds_count 1",
+        "sless_invocation_records_dropped_total 0",
+    ] {
+        assert!(metrics.contains(series), "{series} missing:\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn a_line_printed_by_a_function_streams_to_followers_while_it_runs() {
+    let server = Server::start();
+    let code = "import time\ndef handler(event, context):\n    print('first line', flush=False)\n    time.sleep(4)\n    return 'done'\n";
+    server.deploy("chatty", "python3.11", "main.handler", &[("main.py", code)], json!({"timeout_sec": 10})).await;
+    let resp = server
+        .http
+        .get(server.api("/chatty/logs?follow=true&tail=0"))
+        .bearer_auth(common::TOKEN)
+        .send()
+        .await
+        .expect("follow");
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut stream = resp.bytes_stream();
+    let call = tokio::spawn({
+        let (http, url) = (server.http.clone(), server.api("/chatty/invoke"));
+        async move { http.get(url).bearer_auth(common::TOKEN).send().await.map(|r| r.status().as_u16()) }
+    });
+    let mut seen = String::new();
+    while !seen.contains("first line") {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("a line arrives")
+            .expect("chunk")
+            .expect("bytes");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(!call.is_finished(), "the line arrived while the call was still running");
+    assert!(seen.contains("\"request_id\""), "{seen}");
+    assert_eq!(call.await.expect("join").expect("call"), 200);
+
+    let (s, _, recent) = server.send(server.http.get(server.api("/chatty/logs?tail=5"))).await;
+    assert_eq!(s, 200);
+    assert!(recent["items"].as_array().expect("items").iter().any(|l| l["line"] == "first line"), "{recent}");
+}
+
+#[tokio::test]
+async fn calls_succeed_while_the_database_is_locked_and_lost_records_are_counted() {
+    let server = Server::start();
+    server
+        .deploy(
+            "steady",
+            "nodejs20",
+            "index.handler",
+            &[("index.js", "exports.handler = async () => 'fine';")],
+            json!({}),
+        )
+        .await;
+    // Another process holds SQLite's write lock: reads go on (WAL), record writes time out.
+    let db = server.data.join("sless.db");
+    let mut locker = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,time\nc=sqlite3.connect(sys.argv[1],isolation_level=None)\nc.execute('BEGIN EXCLUSIVE')\nprint('locked',flush=True)\ntime.sleep(float(sys.argv[2]))\nc.execute('ROLLBACK')\n",
+        ])
+        .arg(&db)
+        .arg("13")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut out = std::io::BufReader::new(locker.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("locked");
+    for _ in 0..5 {
+        let (s, _, b) = server.invoke("steady", "GET", "", None).await;
+        assert_eq!((s, b), (200, json!("fine")));
+    }
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let metrics = server
+            .http
+            .get(format!("{}/metrics", server.url))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        let dropped = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("sless_invocation_records_dropped_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if dropped >= 5 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "drops not counted:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = locker.wait();
+    let (s, _, b) = server.invoke("steady", "GET", "", None).await;
+    assert_eq!((s, b), (200, json!("fine")));
+}
