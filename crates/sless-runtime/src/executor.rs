@@ -167,16 +167,19 @@ impl Inner {
         let outcome = if out.ok { "succeeded" } else { "failed" };
         self.metrics.builds.get_or_create(&BuildLabels { outcome: outcome.into() }).inc();
         self.metrics.build_duration.observe(started.elapsed().as_secs_f64());
-        let phase = if out.ok { VersionPhase::Ready } else { VersionPhase::Failed };
-        self.registry.set_version_build(ns, name, version, phase, &out.message, &out.log).await?;
-        let f = match self.registry.get_function(ns, name).await {
-            Ok(f) => f,
+        // The function's status first, the version's second: whoever sees the version
+        // finished also sees the function's status that follows from it.
+        match self.registry.get_function(ns, name).await {
+            Ok(f) => {
+                let (status, active) =
+                    decide::status_after_build(&f.status, f.active_version, version, out.ok, &out.message, Utc::now());
+                self.registry.update_status(ns, name, &status, active).await?;
+            }
             Err(sless_core::Error::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
-        };
-        let (status, active) =
-            decide::status_after_build(&f.status, f.active_version, version, out.ok, &out.message, Utc::now());
-        self.registry.update_status(ns, name, &status, active).await?;
+        }
+        let phase = if out.ok { VersionPhase::Ready } else { VersionPhase::Failed };
+        self.registry.set_version_build(ns, name, version, phase, &out.message, &out.log).await?;
         Ok(())
     }
 

@@ -299,3 +299,40 @@ async fn a_restarted_server_keeps_functions_and_versions_and_serves_them() {
     assert_eq!(server.invoke("p", "GET", "", None).await.2, json!("py"));
     assert_eq!(server.invoke("n", "GET", "", None).await.2, json!("js2"));
 }
+
+#[tokio::test]
+async fn a_bad_entrypoint_patch_fails_calls_until_it_is_patched_back() {
+    let server = Server::start();
+    server
+        .deploy("ep", "python3.11", "main.handler", &[("main.py", "def handler(e, c):\n    return 'ok'\n")], json!({}))
+        .await;
+    let patch = |ep: &str| {
+        server
+            .http
+            .patch(server.api("/ep"))
+            .header("content-type", "application/merge-patch+json")
+            .body(json!({"entrypoint": ep}).to_string())
+    };
+    assert_eq!(server.send(patch("mian.handler")).await.0, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, f) = server.get("ep").await;
+        if f["status"]["phase"] == "Failed" {
+            assert_eq!(f["active_version"], 1, "the version stays active: {f}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{f}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (s, h, b) = server.invoke("ep", "GET", "", None).await;
+    assert_eq!((s, b["errorType"].clone()), (502, json!("Runtime.ImportModuleError")), "{b}");
+    assert_eq!(h["x-function-error"], "true");
+
+    assert_eq!(server.send(patch("main.handler")).await.0, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.get("ep").await.1["status"]["phase"] != "Ready" {
+        assert!(std::time::Instant::now() < deadline, "never Ready again");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.invoke("ep", "GET", "", None).await.2, json!("ok"));
+}

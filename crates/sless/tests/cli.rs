@@ -1,0 +1,136 @@
+//! The CLI commands for triggers, jobs, invocations and logs, and deploy corner cases,
+//! run against the real server.
+
+mod common;
+
+use common::Server;
+use serde_json::{Value, json};
+
+fn out(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        out(o),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out(o)
+}
+
+#[tokio::test]
+async fn triggers_jobs_invocations_and_logs_through_the_cli() {
+    let server = Server::start();
+    ok(&server.cli(&["deploy", "examples/hello-python", "--name", "hello"]));
+
+    let url = ok(&server.cli(&["trigger", "create", "hello-web", "--function", "hello", "--http"]));
+    assert_eq!(url.trim(), format!("{}/fn/default/hello", server.url));
+    let r = server.http.get(format!("{}?name=Cli", url.trim())).send().await.expect("public call");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!({"message": "Hello, Cli!"}));
+    let table = ok(&server.cli(&["trigger", "list"]));
+    assert!(table.starts_with("NAME") && table.contains("hello-web") && table.contains("http"), "{table}");
+    ok(&server.cli(&["trigger", "disable", "hello-web"]));
+    let t: Value =
+        serde_json::from_str(&ok(&server.cli(&["trigger", "get", "hello-web", "-o", "json"]))).expect("json");
+    assert_eq!(t["enabled"], false);
+    let dup = server.cli(&["trigger", "create", "again", "--function", "hello", "--http"]);
+    assert!(!dup.status.success(), "a second http trigger is refused");
+
+    ok(&server.cli(&["job", "create", "greet", "--function", "hello", "--run-id", "0"]));
+    let run = ok(&server.cli(&["job", "run", "greet", "--wait"]));
+    assert!(run.contains("Succeeded") || run.contains("succeeded"), "{run}");
+    let j: Value = serde_json::from_str(&ok(&server.cli(&["job", "get", "greet", "-o", "json"]))).expect("json");
+    assert_eq!((j["run_id"].clone(), j["status"]["last_run"]["run_id"].clone()), (json!(1), json!(1)));
+
+    // Records are written in the background: poll until the job's call is there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let table = loop {
+        let table = ok(&server.cli(&["invocations", "hello"]));
+        if table.contains("job") {
+            break table;
+        }
+        assert!(std::time::Instant::now() < deadline, "{table}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(table.starts_with("ID") && table.contains("http"), "{table}");
+    let records: Value = serde_json::from_str(&ok(&server.cli(&["invocations", "hello", "-o", "json"]))).expect("json");
+    let id = records["items"][0]["id"].as_str().expect("id").to_string();
+    let one = ok(&server.cli(&["invocation", "get", &id]));
+    assert!(one.contains(&id), "{one}");
+
+    ok(&server.cli(&["deploy", "examples/quickstart"]));
+    let logs = ok(&server.cli(&["logs", "hello-py", "--tail", "10"]));
+    let _ = logs; // hello-py prints nothing on a plain call; the command works on an empty log.
+    ok(&server.cli(&["trigger", "delete", "hello-web"]));
+    ok(&server.cli(&["job", "delete", "greet"]));
+    assert_eq!(ok(&server.cli(&["job", "list", "-o", "json"])).contains("greet"), false);
+}
+
+#[tokio::test]
+async fn parallel_first_deploys_of_one_function_all_succeed() {
+    let server = Server::start();
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(common::bin())
+                .args(["deploy", "examples/hello-node", "--name", "racer"])
+                .current_dir(common::repo())
+                .env("SLESS_URL", &server.url)
+                .env("SLESS_TOKEN", common::TOKEN)
+                .env("SLESS_CONFIG_DIR", server.data.join("cli-config"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("deploy")
+        })
+        .collect();
+    for run in runs {
+        ok(&run.wait_with_output().expect("wait"));
+    }
+    assert_eq!(server.invoke("racer", "GET", "", None).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_deploy_whose_upload_is_rejected_leaves_no_function() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("main.py"), "def handler(e, c):\n    return 1\n").expect("write");
+    let o = server.cli(&[
+        "deploy",
+        dir.path().to_str().expect("utf8"),
+        "--name",
+        "orphan",
+        "--runtime",
+        "python3.11",
+        "--entrypoint",
+        "missing.handler",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.py"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(server.get("orphan").await.0, 404);
+}
+
+#[tokio::test]
+async fn a_saved_token_is_not_sent_to_another_server() {
+    let a = Server::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join(".sless")).expect("mkdir");
+    std::fs::write(
+        dir.path().join(".sless/client.json"),
+        json!({"url": "http://127.0.0.1:1", "token": "not-the-token"}).to_string(),
+    )
+    .expect("write");
+    let o = std::process::Command::new(common::bin())
+        .args(["fn", "list"])
+        .current_dir(dir.path())
+        .env("SLESS_URL", &a.url)
+        .env_remove("SLESS_TOKEN")
+        .env("SLESS_CONFIG_DIR", dir.path().join("none"))
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no token"), "the saved token of another server was not used: {err}");
+}
