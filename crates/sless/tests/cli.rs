@@ -134,3 +134,39 @@ async fn a_saved_token_is_not_sent_to_another_server() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no token"), "the saved token of another server was not used: {err}");
 }
+
+#[tokio::test]
+async fn logs_follow_prints_a_line_while_the_call_still_runs() {
+    use std::io::BufRead;
+    let server = Server::start();
+    let code = "import time\ndef handler(event, context):\n    print('hello from the function')\n    time.sleep(5)\n    return 'done'\n";
+    server.deploy("tail", "python3.11", "main.handler", &[("main.py", code)], json!({"timeout_sec": 10})).await;
+    let mut follow = std::process::Command::new(common::bin())
+        .args(["logs", "tail", "-f", "--tail", "0"])
+        .env("SLESS_URL", &server.url)
+        .env("SLESS_TOKEN", common::TOKEN)
+        .env("SLESS_CONFIG_DIR", server.data.join("cli-config"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("logs -f");
+    let stdout = follow.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await; // let it connect
+    let call = tokio::spawn({
+        let (http, url) = (server.http.clone(), server.api("/tail/invoke"));
+        async move { http.get(url).bearer_auth(common::TOKEN).send().await.map(|r| r.status().as_u16()) }
+    });
+    let line =
+        tokio::task::spawn_blocking(move || rx.recv_timeout(std::time::Duration::from_secs(20))).await.expect("join");
+    let line = line.expect("logs -f printed a line");
+    assert!(line.contains("hello from the function"), "{line}");
+    assert!(!call.is_finished(), "the line came while the call was still running");
+    assert_eq!(call.await.expect("join").expect("call"), 200);
+    let _ = follow.kill();
+    let _ = follow.wait();
+}

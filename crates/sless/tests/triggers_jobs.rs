@@ -230,3 +230,32 @@ async fn a_failing_function_fails_the_job_and_a_failed_function_is_reported() {
     let t = wait_for(&server, "triggers/bt", |t| t["status"]["phase"] == "Failed").await;
     assert!(t["status"]["message"].as_str().unwrap_or_default().contains("failed"), "{t}");
 }
+
+#[tokio::test]
+async fn prewarm_makes_the_tick_a_warm_call_and_schedule_changes_apply_at_once() {
+    let server = Server::start();
+    server.deploy("warm", "python3.11", "main.handler", &[("main.py", ECHO_PY)], json!({})).await;
+    server.deploy("other", "python3.11", "main.handler", &[("main.py", ECHO_PY)], json!({})).await;
+    // Ticks 4 s apart, an instance started 3 s before each: no tick pays a cold start.
+    let (s, b) = post(
+        &server,
+        "triggers",
+        json!({"name": "pw", "function": "warm", "type": "cron", "schedule": "@every 4s", "prewarm_sec": 3}),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let records = wait_invocations(&server, "warm", "", 1).await;
+    assert_eq!(
+        (records[0]["source"].clone(), records[0]["cold_start"].clone()),
+        (json!("cron"), json!(false)),
+        "{records:?}"
+    );
+
+    // Pointing the trigger at another function takes effect without a restart.
+    assert_eq!(
+        patch(&server, "triggers/pw", json!({"function": "other", "schedule": "@every 1s", "prewarm_sec": 0})).await.0,
+        200
+    );
+    let moved = wait_invocations(&server, "other", "", 1).await;
+    assert_eq!(moved[0]["source_name"], "pw");
+}
