@@ -360,5 +360,27 @@ pub fn answer(result: &crate::traits::InvokeResult, timeout_sec: u32, max_respon
             &format!("the function did not finish within timeout_sec = {timeout_sec} s"),
         ),
         InvokeResult::Crashed { message } => failure(502, Outcome::Crash, "RuntimeExited", message),
+        InvokeResult::OutOfMemory { message } => failure(502, Outcome::Oom, "OutOfMemory", message),
+        InvokeResult::Throttled { message } => platform_refusal(429, "TooManyRequestsException", message, 1),
+        InvokeResult::Unavailable { message, retry_after_sec } => {
+            platform_refusal(503, "Function.CrashLoop", message, *retry_after_sec)
+        }
+    }
+}
+
+/// The platform refused the call (not the function's failure: no `X-Function-Error`).
+fn platform_refusal(status: u16, error_type: &str, message: &str, retry_after_sec: u64) -> Answer {
+    let body = json!({ "errorType": error_type, "errorMessage": message }).to_string().into_bytes();
+    Answer {
+        response: HttpResponse {
+            status,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("retry-after".into(), retry_after_sec.max(1).to_string()),
+            ],
+            body,
+        },
+        outcome: crate::invocation::Outcome::Rejected,
+        error: Some((error_type.to_string(), message.to_string())),
     }
 }

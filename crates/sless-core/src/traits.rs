@@ -265,6 +265,23 @@ pub enum InvokeResult {
         /// What is known of the exit (code or signal).
         message: String,
     },
+    /// The instance was killed for using more than `memory_mb`.
+    OutOfMemory {
+        /// What was observed (the limit, the mechanism).
+        message: String,
+    },
+    /// Every instance is busy and the wait queue is full (or the wait took too long).
+    Throttled {
+        /// Why.
+        message: String,
+    },
+    /// The function's instances keep crashing at start; no new one is started for a while.
+    Unavailable {
+        /// The last crash.
+        message: String,
+        /// When to try again, in seconds.
+        retry_after_sec: u64,
+    },
 }
 
 /// A call's outcome with what was observed around it.

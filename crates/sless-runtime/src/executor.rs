@@ -3,17 +3,18 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use sless_core::archive::{ArchiveLimits, blob_key};
 use sless_core::decide;
 use sless_core::status::VersionPhase;
-use sless_core::traits::{BlobStore, Executor, Invocation, InvokeOutcome, InvokeTarget, Registry};
+use sless_core::traits::{BlobStore, Executor, Invocation, InvokeOutcome, InvokeResult, InvokeTarget, Registry};
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::builder::{BuildOutput, Builder, build_dir, launch_spec};
+use crate::cgroup::Memory;
 use crate::instance::{Instance, LaunchSpec};
 use crate::logs::LogHub;
 use crate::metrics::{BuildLabels, InstanceLabels, Metrics};
@@ -32,6 +33,8 @@ pub struct LocalConfig {
     pub build_timeout: Duration,
     /// Most instances of one function at once; calls beyond wait for a free one.
     pub max_instances_per_function: usize,
+    /// Most calls of one function waiting for a free instance; more get 429.
+    pub max_queue_per_function: usize,
     /// Limits applied when unpacking archives.
     pub archive_limits: ArchiveLimits,
 }
@@ -50,6 +53,7 @@ struct Inner {
     builds: PathBuf,
     cache: PathBuf,
     tmp: PathBuf,
+    memory: Memory,
     registry: Arc<dyn Registry>,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -66,6 +70,8 @@ struct Pool {
     idle: Mutex<Vec<Instance>>,
     permits: Semaphore,
     busy: std::sync::atomic::AtomicI64,
+    waiting: std::sync::atomic::AtomicUsize,
+    crashes: Mutex<CrashLoop>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -88,6 +94,8 @@ impl LocalExecutor {
         for dir in [&builds, &cache, &tmp] {
             std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         }
+        let memory = Memory::detect();
+        tracing::info!(mechanism = %memory.describe(), "instance memory limits");
         Ok(LocalExecutor {
             inner: Arc::new(Inner {
                 config,
@@ -95,6 +103,7 @@ impl LocalExecutor {
                 builds,
                 cache,
                 tmp,
+                memory,
                 registry,
                 blobs,
                 metrics,
@@ -209,9 +218,49 @@ impl Inner {
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(self.config.max_instances_per_function.max(1)),
             busy: std::sync::atomic::AtomicI64::new(0),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
+            crashes: Mutex::new(CrashLoop::default()),
         });
         pools.insert(key, pool.clone());
         pool
+    }
+
+    /// Counts instances that die before serving their first call: back-off between starts, and
+    /// after `CRASH_LOOP_LIMIT` in a row the function is shown `Failed` with the reason.
+    async fn track_starts(&self, pool: &Pool, failed_start: bool, result: &InvokeResult) {
+        let change = {
+            let mut crashes = lock(&pool.crashes);
+            if failed_start {
+                crashes.failed(describe(result), Instant::now())
+            } else if matches!(result, InvokeResult::Returned(_) | InvokeResult::Failed { .. }) {
+                crashes.served()
+            } else {
+                None
+            }
+        };
+        let Some(looping) = change else { return };
+        let (ns, name) = (&pool.target.namespace, &pool.target.name);
+        let Ok(f) = self.registry.get_function(ns, name).await else { return };
+        if f.active_version != Some(pool.target.version) {
+            return;
+        }
+        let mut status = f.status.clone();
+        let now = Utc::now();
+        match looping {
+            Some(why) => {
+                status.phase = sless_core::status::FunctionPhase::Failed;
+                status.message = format!("instances crash at start: {why}; a new one is tried at most once a minute");
+                status.set_condition("Ready", false, "CrashLoop", &status.message.clone(), now);
+            }
+            None => {
+                status.phase = sless_core::status::FunctionPhase::Ready;
+                status.message = format!("version {} is serving", pool.target.version);
+                status.set_condition("Ready", true, "VersionActive", &status.message.clone(), now);
+            }
+        }
+        if let Err(e) = self.registry.update_status(ns, name, &status, f.active_version).await {
+            tracing::warn!(namespace = %ns, function = %name, error = %e, "cannot record the crash loop");
+        }
     }
 
     /// Publishes a pool's idle and busy instance counts.
@@ -242,12 +291,31 @@ impl Executor for LocalExecutor {
     }
 
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> sless_core::Result<InvokeOutcome> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let refused = |result| Ok(InvokeOutcome { result, cold_start: false, logs: Vec::new() });
         let pool = self.inner.pool(target);
-        let _permit = pool
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| sless_core::Error::Internal("executor is shutting down".into()))?;
+        if let Some((message, retry_after_sec)) = lock(&pool.crashes).holding_off(Instant::now()) {
+            return refused(InvokeResult::Unavailable { message, retry_after_sec });
+        }
+        let timeout = Duration::from_secs(u64::from(target.spec.timeout_sec));
+        // A bounded wait for a free instance: never more than `max_queue` callers, never
+        // longer than the function's own timeout.
+        let queue = self.inner.config.max_queue_per_function;
+        if pool.permits.available_permits() == 0 && pool.waiting.load(Relaxed) >= queue {
+            let message = format!("all instances are busy and {queue} calls are already waiting");
+            return refused(InvokeResult::Throttled { message });
+        }
+        pool.waiting.fetch_add(1, Relaxed);
+        let permit = tokio::time::timeout(timeout, pool.permits.acquire()).await;
+        pool.waiting.fetch_sub(1, Relaxed);
+        let _permit = match permit {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return Err(sless_core::Error::Internal("executor is shutting down".into())),
+            Err(_) => {
+                let message = format!("no instance became free within timeout_sec = {} s", target.spec.timeout_sec);
+                return refused(InvokeResult::Throttled { message });
+            }
+        };
         let reused = {
             let mut idle = lock(&pool.idle);
             let mut found = None;
@@ -261,19 +329,20 @@ impl Executor for LocalExecutor {
         };
         let (mut instance, cold_start) = match reused {
             Some(inst) => (inst, false),
-            None => (Instance::spawn(&pool.launch, &self.inner.tmp)?, true),
+            None => (Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory)?, true),
         };
-        let timeout = Duration::from_secs(u64::from(target.spec.timeout_sec));
-        pool.busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        pool.busy.fetch_add(1, Relaxed);
         self.inner.count_instances(&pool);
         let out = instance.call(invocation, timeout, &self.inner.logs).await;
-        pool.busy.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        pool.busy.fetch_sub(1, Relaxed);
+        let failed_start = cold_start && instance.failed_start(&out.result);
         if instance.healthy && self.inner.is_current(&pool) {
             lock(&pool.idle).push(instance);
         } else {
             instance.kill().await;
         }
         self.inner.count_instances(&pool);
+        self.inner.track_starts(&pool, failed_start, &out.result).await;
         Ok(InvokeOutcome { result: out.result, cold_start, logs: out.logs })
     }
 
@@ -281,7 +350,7 @@ impl Executor for LocalExecutor {
         let pool = self.inner.pool(target);
         let has_idle = lock(&pool.idle).iter_mut().any(Instance::is_running);
         if !has_idle && pool.permits.available_permits() > 0 {
-            let instance = Instance::spawn(&pool.launch, &self.inner.tmp)?;
+            let instance = Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory)?;
             lock(&pool.idle).push(instance);
             self.inner.count_instances(&pool);
         }
@@ -311,5 +380,77 @@ impl Executor for LocalExecutor {
                 inst.kill().await;
             }
         }
+        self.inner.memory.cleanup();
+    }
+}
+
+/// Consecutive start failures after which the function is shown `Failed`.
+const CRASH_LOOP_LIMIT: u32 = 5;
+/// The longest wait between two starts of a crashing function.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Start failures of one pool: exponential back-off between starts (100 ms, 200 ms, … 60 s).
+#[derive(Debug, Default)]
+struct CrashLoop {
+    consecutive: u32,
+    hold_until: Option<Instant>,
+    last: String,
+}
+
+impl CrashLoop {
+    /// While backing off: the last crash and the seconds left.
+    fn holding_off(&self, now: Instant) -> Option<(String, u64)> {
+        let until = self.hold_until.filter(|u| *u > now)?;
+        let left = (until - now).as_secs_f64().ceil() as u64;
+        Some((format!("the function's instances keep crashing at start ({}); next try in {left} s", self.last), left))
+    }
+
+    /// Records a start failure. `Some(Some(why))` when this makes a crash loop.
+    fn failed(&mut self, why: String, now: Instant) -> Option<Option<String>> {
+        self.consecutive += 1;
+        let shift = self.consecutive.saturating_sub(1).min(16);
+        let backoff = (Duration::from_millis(100) * 2u32.pow(shift)).min(MAX_BACKOFF);
+        let backoff = if self.consecutive >= CRASH_LOOP_LIMIT { MAX_BACKOFF } else { backoff };
+        self.hold_until = Some(now + backoff);
+        self.last = why.clone();
+        (self.consecutive == CRASH_LOOP_LIMIT).then_some(Some(why))
+    }
+
+    /// Records a served call. `Some(None)` when this ends a crash loop.
+    fn served(&mut self) -> Option<Option<String>> {
+        let was_looping = self.consecutive >= CRASH_LOOP_LIMIT;
+        *self = CrashLoop::default();
+        was_looping.then_some(None)
+    }
+}
+
+fn describe(result: &InvokeResult) -> String {
+    match result {
+        InvokeResult::Failed { error_type, error_message } => format!("{error_type}: {error_message}"),
+        InvokeResult::Crashed { message } | InvokeResult::OutOfMemory { message } => message.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_loop_backs_off_exponentially_then_reports_once() {
+        let t0 = Instant::now();
+        let mut c = CrashLoop::default();
+        assert_eq!(c.failed("exit 1".into(), t0), None);
+        assert!(c.holding_off(t0).is_some() && c.holding_off(t0 + Duration::from_millis(150)).is_none());
+        for _ in 0..3 {
+            assert_eq!(c.failed("exit 1".into(), t0), None);
+        }
+        assert!(c.holding_off(t0 + Duration::from_millis(700)).is_some(), "the 4th failure holds 800 ms");
+        assert_eq!(c.failed("exit 1".into(), t0), Some(Some("exit 1".into())), "the 5th makes a loop");
+        assert_eq!(c.holding_off(t0).map(|(_, s)| s), Some(60));
+        assert_eq!(c.failed("exit 1".into(), t0), None, "reported once");
+        assert_eq!(c.served(), Some(None), "a served call ends the loop");
+        assert!(c.holding_off(t0).is_none());
+        assert_eq!(c.served(), None);
     }
 }

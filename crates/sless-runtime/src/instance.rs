@@ -19,6 +19,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
+use crate::cgroup::{InstanceGroup, Memory};
 use crate::logs::{LogHub, LogLine};
 use crate::protocol::{read_frame, write_frame};
 use crate::{Error, Result};
@@ -107,6 +108,12 @@ pub(crate) struct Instance {
     _tmp: tempfile::TempDir,
     /// False once the process failed in a way that makes it unfit for more calls.
     pub healthy: bool,
+    /// The runtime reported that the handler could not be loaded.
+    init_failed: bool,
+    /// The runtime reported `ready` (its handler is loaded).
+    ready: bool,
+    /// The memory group limiting this process, if memory is limited here.
+    memory: Option<InstanceGroup>,
 }
 
 /// What one call to an instance produced.
@@ -117,7 +124,7 @@ pub(crate) struct CallOutput {
 
 impl Instance {
     /// Starts the process. Returns at once: the first call waits in the socket buffer.
-    pub(crate) fn spawn(spec: &LaunchSpec, tmp_root: &Path) -> Result<Self> {
+    pub(crate) fn spawn(spec: &LaunchSpec, tmp_root: &Path, memory: &Memory) -> Result<Self> {
         let tmp = tempfile::Builder::new()
             .prefix("instance-")
             .tempdir_in(tmp_root)
@@ -130,6 +137,9 @@ impl Instance {
             .map_err(|e| Error::Protocol(format!("cannot map the control socket: {e}")))?;
         let mut child = cmd.spawn().map_err(Error::io(format!("starting {}", spec.interpreter.display())))?;
         drop(cmd);
+        // The interpreter is still starting (tens of ms) when its group gets the limit.
+        let group_name = tmp.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let memory = child.id().and_then(|pid| memory.limit(&group_name, pid, spec.target.spec.memory_mb));
         parent.set_nonblocking(true).map_err(Error::io("configuring the control socket"))?;
         let (reader, writer) =
             UnixStream::from_std(parent).map_err(Error::io("registering the control socket"))?.into_split();
@@ -140,7 +150,18 @@ impl Instance {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(forward_lines(err, tx));
         }
-        Ok(Instance { target: spec.target.clone(), child, reader, writer, output, _tmp: tmp, healthy: true })
+        Ok(Instance {
+            target: spec.target.clone(),
+            child,
+            reader,
+            writer,
+            output,
+            _tmp: tmp,
+            healthy: true,
+            init_failed: false,
+            ready: false,
+            memory,
+        })
     }
 
     /// Makes one call, waiting at most `timeout`. A timeout or a crash kills the process and
@@ -172,7 +193,17 @@ impl Instance {
         while let Ok(line) = self.output.try_recv() {
             logs.push_line(line);
         }
-        CallOutput { result, logs: logs.finish() }
+        let logs = logs.finish();
+        let result = match result {
+            InvokeResult::Crashed { message } if self.out_of_memory(&logs) => {
+                let mb = self.target.spec.memory_mb;
+                InvokeResult::OutOfMemory {
+                    message: format!("the instance used more than memory_mb = {mb} MiB and was killed ({message})"),
+                }
+            }
+            other => other,
+        };
+        CallOutput { result, logs }
     }
 
     async fn exchange(&mut self, frame: &Value, id: &str, logs: &mut LogCollector<'_>) -> Result<InvokeResult> {
@@ -187,7 +218,7 @@ impl Instance {
             };
             let text = |k: &str| frame.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
             match frame.get("type").and_then(Value::as_str) {
-                Some("ready") => {}
+                Some("ready") => self.ready = true,
                 Some("log") => logs.push_data(&text("stream"), &text("data")),
                 Some("result") if text("id") == id => {
                     return Ok(InvokeResult::Returned(frame.get("result").cloned().unwrap_or(Value::Null)));
@@ -196,6 +227,7 @@ impl Instance {
                     if kind == "init_error" || frame.get("fatal").and_then(Value::as_bool) == Some(true) {
                         self.healthy = false;
                     }
+                    self.init_failed |= kind == "init_error";
                     return Ok(InvokeResult::Failed {
                         error_type: text("errorType"),
                         error_message: text("errorMessage"),
@@ -227,6 +259,23 @@ impl Instance {
         if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
+    }
+
+    /// Whether `result` shows the process failing before it could serve: it exited before
+    /// reporting `ready`, or the handler could not be loaded (`init_error`).
+    pub(crate) fn failed_start(&self, result: &InvokeResult) -> bool {
+        match result {
+            InvokeResult::Crashed { .. } | InvokeResult::OutOfMemory { .. } => !self.ready,
+            InvokeResult::Failed { .. } => self.init_failed,
+            _ => false,
+        }
+    }
+
+    /// Whether the process died of its memory limit: the cgroup says so, or V8 reported its
+    /// heap limit (`--max-old-space-size`).
+    fn out_of_memory(&self, logs: &[String]) -> bool {
+        self.memory.as_ref().is_some_and(InstanceGroup::oom_killed)
+            || logs.iter().any(|l| l.contains("JavaScript heap out of memory"))
     }
 
     /// Whether the process is still running.

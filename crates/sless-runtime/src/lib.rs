@@ -3,6 +3,7 @@
 //! the decisions of `sless_core::decide` against the registry.
 
 mod builder;
+mod cgroup;
 mod controller;
 mod dispatcher;
 mod error;

@@ -93,6 +93,9 @@ pub struct ServerArgs {
     /// Most instances of one function at once; more calls wait.
     #[arg(long, env = "SLESS_MAX_INSTANCES_PER_FUNCTION", default_value_t = 4)]
     pub max_instances_per_function: usize,
+    /// Most calls of one function waiting for a free instance; more get 429 with Retry-After.
+    #[arg(long, env = "SLESS_MAX_QUEUE_PER_FUNCTION", default_value_t = 100)]
+    pub max_queue_per_function: usize,
     /// Largest code archive (zipped), in MiB.
     #[arg(long, env = "SLESS_MAX_ARCHIVE_MB", default_value_t = 50)]
     pub max_archive_mb: u64,

@@ -144,6 +144,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
             interpreters,
             build_timeout: Duration::from_secs(args.build_timeout_sec),
             max_instances_per_function: args.max_instances_per_function,
+            max_queue_per_function: args.max_queue_per_function,
             archive_limits: archive,
         },
         registry.clone(),

@@ -1,0 +1,114 @@
+//! Limits through the real server: the wait queue and 429, crash back-off and crash loops,
+//! memory.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::json;
+
+const SLEEPY: &str = "import time\ndef handler(event, context):\n    time.sleep(1.5)\n    return 'slept'\n";
+
+#[tokio::test]
+async fn a_busy_function_with_no_queue_answers_429_and_never_crashes() {
+    let server = Server::start_with(&["--max-instances-per-function", "1", "--max-queue-per-function", "0"]);
+    server.deploy("busy", "python3.11", "main.handler", &[("main.py", SLEEPY)], json!({})).await;
+    let (a, b) = tokio::join!(server.invoke("busy", "GET", "", None), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        server.invoke("busy", "GET", "", None).await
+    });
+    let mut statuses = [a.0, b.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 429], "{a:?} {b:?}");
+    let throttled = if a.0 == 429 { &a } else { &b };
+    assert_eq!(throttled.1["retry-after"], "1");
+    assert_eq!(throttled.2["errorType"], "TooManyRequestsException");
+    assert!(!throttled.1.contains_key("x-function-error"), "a platform refusal, not a function error");
+    assert_eq!(server.invoke("busy", "GET", "", None).await.0, 200);
+}
+
+#[tokio::test]
+async fn with_a_queue_parallel_calls_to_one_instance_all_complete() {
+    let server = Server::start_with(&["--max-instances-per-function", "1"]);
+    server.deploy("queued", "python3.11", "main.handler", &[("main.py", SLEEPY)], json!({"timeout_sec": 10})).await;
+    let (a, b) = tokio::join!(server.invoke("queued", "GET", "", None), server.invoke("queued", "GET", "", None));
+    assert_eq!((a.0, b.0), (200, 200));
+}
+
+#[tokio::test]
+async fn a_function_that_crashes_at_every_start_is_failed_and_not_restarted_in_a_loop() {
+    let server = Server::start();
+    // Loads fine for the build's check, dies in every real instance.
+    let code =
+        "import os\nif os.environ.get('SLESS_CONTROL_FD'):\n    os._exit(7)\ndef handler(e, c):\n    return 'never'\n";
+    server.deploy("crashy", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (s, h, b) = server.invoke("crashy", "GET", "", None).await;
+    assert_eq!((s, b["errorType"].clone()), (502, json!("RuntimeExited")), "{b}");
+    assert_eq!(h["x-function-error"], "true");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut crashes = 1;
+    loop {
+        let (_, f) = server.get("crashy").await;
+        if f["status"]["phase"] == "Failed" {
+            assert!(f["status"]["message"].as_str().unwrap_or_default().contains("crash at start"), "{f}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never reported: {f}");
+        let (s, _, _) = server.invoke("crashy", "GET", "", None).await;
+        if s == 502 {
+            crashes += 1;
+        } else {
+            assert_eq!(s, 503, "between crashes the platform holds off");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(crashes, 5, "five starts, then it stops");
+    // Now it holds off for a minute: no new instance, a clear 503.
+    for _ in 0..5 {
+        let (s, h, b) = server.invoke("crashy", "GET", "", None).await;
+        assert_eq!((s, b["errorType"].clone()), (503, json!("Function.CrashLoop")), "{b}");
+        assert!(h["retry-after"].to_str().expect("retry-after").parse::<u64>().expect("seconds") > 10);
+    }
+    // A fixed upload starts over.
+    server.upload("crashy", common::zip(&[("main.py", "def handler(e, c):\n    return 'fixed'\n")])).await;
+    assert_eq!(server.wait_version("crashy", 2).await["phase"], "Ready");
+    assert_eq!(server.invoke("crashy", "GET", "", None).await.2, json!("fixed"));
+}
+
+#[tokio::test]
+async fn an_instance_over_memory_mb_is_killed_with_out_of_memory_and_others_are_untouched() {
+    let server = Server::start();
+    let hog = "import os\nblocks = []\ndef handler(event, context):\n    if event['path'] == '/hog':\n        for _ in range(64):\n            blocks.append(bytearray(16 * 1024 * 1024))\n    return os.getpid()\n";
+    server.deploy("hog", "python3.11", "main.handler", &[("main.py", hog)], json!({"memory_mb": 128})).await;
+    server.deploy("bystander", "python3.11", "main.handler", &[("main.py", hog)], json!({"memory_mb": 128})).await;
+    let (_, _, bystander_pid) = server.invoke("bystander", "GET", "/", None).await;
+
+    if server.log().contains("mechanism=none") {
+        eprintln!("no writable memory cgroup here: the Python memory limit is not enforced (documented fallback)");
+    } else {
+        let (s, h, b) = server.invoke("hog", "GET", "/hog", None).await;
+        assert_eq!((s, b["errorType"].clone()), (502, json!("OutOfMemory")), "{b}");
+        assert_eq!(h["x-function-error"], "true");
+        assert!(b["errorMessage"].as_str().unwrap_or_default().contains("128 MiB"), "{b}");
+        let (s, _, _) = server.invoke("hog", "GET", "/", None).await;
+        assert_eq!(s, 200, "the next call runs on a fresh instance");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, _, page) = server.send(server.http.get(server.api("/hog/invocations?status=oom"))).await;
+            if page["items"].as_array().is_some_and(|i| i.len() == 1) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no oom record: {page}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let (_, _, pid) = server.invoke("bystander", "GET", "/", None).await;
+    assert_eq!(pid, bystander_pid, "another function's instance was not touched");
+
+    let node = "const keep = [];\nexports.handler = async (event) => {\n  if (event.path === '/hog') { for (;;) keep.push(new Array(1e6).fill(1)); }\n  return process.pid;\n};\n";
+    server.deploy("nodehog", "nodejs20", "index.handler", &[("index.js", node)], json!({"memory_mb": 128})).await;
+    let (s, _, b) = server.invoke("nodehog", "GET", "/hog", None).await;
+    assert_eq!((s, b["errorType"].clone()), (502, json!("OutOfMemory")), "{b}");
+    assert_eq!(server.invoke("nodehog", "GET", "/", None).await.0, 200);
+}
