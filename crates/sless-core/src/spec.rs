@@ -18,6 +18,8 @@ pub const MEMORY_MB_RANGE: std::ops::RangeInclusive<u32> = 64..=4096;
 pub const DEFAULT_TIMEOUT_SEC: u32 = 30;
 /// Allowed `timeout_sec` range (seconds).
 pub const TIMEOUT_SEC_RANGE: std::ops::RangeInclusive<u32> = 1..=900;
+/// Allowed `concurrency` range: calls one instance serves at once (default 1, as Lambda).
+pub const CONCURRENCY_RANGE: std::ops::RangeInclusive<u32> = 1..=100;
 /// Largest total size of `env` keys and values, in bytes (Lambda allows 4 KiB; we allow more).
 pub const MAX_ENV_BYTES: usize = 32 * 1024;
 /// Env names reserved for the platform (a function may not set them).
@@ -38,6 +40,13 @@ pub struct FunctionSpec {
     pub env: BTreeMap<String, String>,
     /// A disabled function keeps its code but answers 503 to calls.
     pub enabled: bool,
+    /// Calls one instance serves at once (1–100, default 1).
+    #[serde(default = "default_concurrency")]
+    pub concurrency: u32,
+}
+
+fn default_concurrency() -> u32 {
+    1
 }
 
 /// Fields the server owns; they may appear in a PUT/PATCH body (read back from a GET) and are
@@ -54,7 +63,7 @@ impl FunctionSpec {
         for key in obj.keys() {
             let known = matches!(
                 key.as_str(),
-                "name" | "runtime" | "entrypoint" | "memory_mb" | "timeout_sec" | "env" | "enabled"
+                "name" | "runtime" | "entrypoint" | "memory_mb" | "timeout_sec" | "env" | "enabled" | "concurrency"
             ) || READ_ONLY.contains(&key.as_str());
             if !known {
                 return Err(Error::field(key, "unknown field"));
@@ -79,7 +88,8 @@ impl FunctionSpec {
             Some(Value::Bool(b)) => *b,
             Some(_) => return Err(Error::field("enabled", "must be true or false")),
         };
-        Ok((name, FunctionSpec { runtime, entrypoint, memory_mb, timeout_sec, env, enabled }))
+        let concurrency = optional_u32(obj, "concurrency", 1, CONCURRENCY_RANGE)?;
+        Ok((name, FunctionSpec { runtime, entrypoint, memory_mb, timeout_sec, env, enabled, concurrency }))
     }
 
     /// Applies a JSON merge patch (RFC 7396) to this spec and validates the result.

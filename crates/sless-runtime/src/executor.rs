@@ -67,9 +67,11 @@ struct Inner {
 struct Pool {
     target: InvokeTarget,
     launch: LaunchSpec,
-    idle: Mutex<Vec<Instance>>,
+    /// Running instances; each serves up to `concurrency` calls.
+    instances: Mutex<Vec<Arc<Instance>>>,
+    /// `max_instances × concurrency` call slots.
     permits: Semaphore,
-    busy: std::sync::atomic::AtomicI64,
+    concurrency: usize,
     waiting: std::sync::atomic::AtomicUsize,
     crashes: Mutex<CrashLoop>,
 }
@@ -215,9 +217,11 @@ impl Inner {
         let pool = Arc::new(Pool {
             target: target.clone(),
             launch: launch_spec(&self.config.interpreters, &self.shims, &dir, target),
-            idle: Mutex::new(Vec::new()),
-            permits: Semaphore::new(self.config.max_instances_per_function.max(1)),
-            busy: std::sync::atomic::AtomicI64::new(0),
+            instances: Mutex::new(Vec::new()),
+            permits: Semaphore::new(
+                self.config.max_instances_per_function.max(1) * target.spec.concurrency.max(1) as usize,
+            ),
+            concurrency: target.spec.concurrency.max(1) as usize,
             waiting: std::sync::atomic::AtomicUsize::new(0),
             crashes: Mutex::new(CrashLoop::default()),
         });
@@ -265,8 +269,9 @@ impl Inner {
 
     /// Publishes a pool's idle and busy instance counts.
     fn count_instances(&self, pool: &Pool) {
-        let idle = lock(&pool.idle).len() as i64;
-        let busy = pool.busy.load(std::sync::atomic::Ordering::Relaxed);
+        let (idle, busy) = lock(&pool.instances).iter().fold((0, 0), |(idle, busy), i| {
+            if i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0 { (idle + 1, busy) } else { (idle, busy + 1) }
+        });
         for (state, n) in [("idle", idle), ("busy", busy)] {
             let labels = InstanceLabels {
                 namespace: pool.target.namespace.clone(),
@@ -316,29 +321,29 @@ impl Executor for LocalExecutor {
                 return refused(InvokeResult::Throttled { message });
             }
         };
-        let reused = {
-            let mut idle = lock(&pool.idle);
-            let mut found = None;
-            while let Some(mut inst) = idle.pop() {
-                if inst.is_running() {
-                    found = Some(inst);
-                    break;
+        let (instance, cold_start) = {
+            let mut instances = lock(&pool.instances);
+            instances.retain(|i| i.healthy());
+            match instances.iter().find(|i| i.inflight.load(Relaxed) < pool.concurrency) {
+                Some(i) => {
+                    i.inflight.fetch_add(1, Relaxed);
+                    (i.clone(), false)
+                }
+                None => {
+                    let i =
+                        Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory, self.inner.logs.clone())?;
+                    i.inflight.fetch_add(1, Relaxed);
+                    instances.push(i.clone());
+                    (i, true)
                 }
             }
-            found
         };
-        let (mut instance, cold_start) = match reused {
-            Some(inst) => (inst, false),
-            None => (Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory)?, true),
-        };
-        pool.busy.fetch_add(1, Relaxed);
         self.inner.count_instances(&pool);
-        let out = instance.call(invocation, timeout, &self.inner.logs).await;
-        pool.busy.fetch_sub(1, Relaxed);
+        let out = instance.call(invocation, timeout).await;
+        let left = instance.inflight.fetch_sub(1, Relaxed) - 1;
         let failed_start = cold_start && instance.failed_start(&out.result);
-        if instance.healthy && self.inner.is_current(&pool) {
-            lock(&pool.idle).push(instance);
-        } else {
+        if !instance.healthy() || (!self.inner.is_current(&pool) && left == 0) {
+            lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
             instance.kill().await;
         }
         self.inner.count_instances(&pool);
@@ -348,20 +353,26 @@ impl Executor for LocalExecutor {
 
     async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {
         let pool = self.inner.pool(target);
-        let has_idle = lock(&pool.idle).iter_mut().any(Instance::is_running);
-        if !has_idle && pool.permits.available_permits() > 0 {
-            let instance = Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory)?;
-            lock(&pool.idle).push(instance);
-            self.inner.count_instances(&pool);
+        {
+            let mut instances = lock(&pool.instances);
+            instances.retain(|i| i.healthy());
+            let has_room =
+                instances.iter().any(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) < pool.concurrency);
+            if !has_room && instances.len() < self.inner.config.max_instances_per_function.max(1) {
+                let instance =
+                    Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory, self.inner.logs.clone())?;
+                instances.push(instance);
+            }
         }
+        self.inner.count_instances(&pool);
         Ok(())
     }
 
     async fn remove(&self, namespace: &str, name: &str) {
         let pool = lock(&self.inner.pools).remove(&(namespace.to_string(), name.to_string()));
         if let Some(pool) = pool {
-            let instances: Vec<Instance> = lock(&pool.idle).drain(..).collect();
-            for mut inst in instances {
+            let instances: Vec<Arc<Instance>> = lock(&pool.instances).drain(..).collect();
+            for inst in instances {
                 inst.kill().await;
             }
             self.inner.count_instances(&pool);
@@ -375,8 +386,8 @@ impl Executor for LocalExecutor {
         let pools: Vec<Arc<Pool>> = lock(&self.inner.pools).drain().map(|(_, p)| p).collect();
         for pool in pools {
             pool.permits.close();
-            let instances: Vec<Instance> = lock(&pool.idle).drain(..).collect();
-            for mut inst in instances {
+            let instances: Vec<Arc<Instance>> = lock(&pool.instances).drain(..).collect();
+            for inst in instances {
                 inst.kill().await;
             }
         }

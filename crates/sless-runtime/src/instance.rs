@@ -3,10 +3,14 @@
 //! The supervisor makes a Unix socket pair and hands one end to the child as descriptor 3;
 //! a call written before the interpreter is up waits in the socket buffer, so readiness needs
 //! no polling. The child runs in its own process group, so killing it also kills whatever it
-//! started.
+//! started. Up to `concurrency` calls share an instance: one reader task routes the frames
+//! it sends back to the calls by request id.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use command_fds::{CommandFdExt, FdMapping};
@@ -16,8 +20,8 @@ use sless_core::traits::{Invocation, InvokeResult, InvokeTarget};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
+use tokio::sync::{Mutex as AsyncMutex, oneshot, watch};
 
 use crate::cgroup::{InstanceGroup, Memory};
 use crate::logs::{LogHub, LogLine};
@@ -62,6 +66,7 @@ impl LaunchSpec {
             ("SLESS_FUNCTION_VERSION", t.version.to_string()),
             ("SLESS_MEMORY_MB", t.spec.memory_mb.to_string()),
             ("SLESS_TIMEOUT_SEC", t.spec.timeout_sec.to_string()),
+            ("SLESS_CONCURRENCY", t.spec.concurrency.to_string()),
             ("AWS_LAMBDA_FUNCTION_NAME", t.name.clone()),
             ("AWS_LAMBDA_FUNCTION_VERSION", t.version.to_string()),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", t.spec.memory_mb.to_string()),
@@ -98,22 +103,38 @@ impl LaunchSpec {
     }
 }
 
-/// A running runtime process.
+/// A running runtime process, shared by the calls it serves.
 pub(crate) struct Instance {
-    target: InvokeTarget,
-    child: Child,
-    reader: OwnedReadHalf,
-    writer: OwnedWriteHalf,
-    output: mpsc::Receiver<String>,
+    shared: Arc<Shared>,
+    /// Becomes `Some(how it exited)` when the process has ended.
+    exited: watch::Receiver<Option<String>>,
+    pid: Option<u32>,
+    writer: AsyncMutex<OwnedWriteHalf>,
+    /// Calls in flight (the pool's bookkeeping).
+    pub inflight: AtomicUsize,
     _tmp: tempfile::TempDir,
-    /// False once the process failed in a way that makes it unfit for more calls.
-    pub healthy: bool,
-    /// The runtime reported that the handler could not be loaded.
-    init_failed: bool,
-    /// The runtime reported `ready` (its handler is loaded).
-    ready: bool,
-    /// The memory group limiting this process, if memory is limited here.
+}
+
+/// What the reader task and the calls share.
+struct Shared {
+    namespace: String,
+    function: String,
+    memory_mb: u32,
+    hub: Arc<LogHub>,
+    pending: Mutex<HashMap<String, Pending>>,
+    /// The process is gone or unfit for more calls.
+    broken: AtomicBool,
+    /// The runtime said `ready` (its handler is loaded).
+    ready: AtomicBool,
+    /// The runtime said `init_error`.
+    init_failed: AtomicBool,
     memory: Option<InstanceGroup>,
+}
+
+/// A call waiting for its answer.
+struct Pending {
+    logs: LogCollector,
+    done: oneshot::Sender<(InvokeResult, Vec<String>)>,
 }
 
 /// What one call to an instance produced.
@@ -122,9 +143,13 @@ pub(crate) struct CallOutput {
     pub logs: Vec<String>,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Instance {
     /// Starts the process. Returns at once: the first call waits in the socket buffer.
-    pub(crate) fn spawn(spec: &LaunchSpec, tmp_root: &Path, memory: &Memory) -> Result<Self> {
+    pub(crate) fn spawn(spec: &LaunchSpec, tmp_root: &Path, memory: &Memory, hub: Arc<LogHub>) -> Result<Arc<Self>> {
         let tmp = tempfile::Builder::new()
             .prefix("instance-")
             .tempdir_in(tmp_root)
@@ -139,124 +164,92 @@ impl Instance {
         drop(cmd);
         // The interpreter is still starting (tens of ms) when its group gets the limit.
         let group_name = tmp.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let memory = child.id().and_then(|pid| memory.limit(&group_name, pid, spec.target.spec.memory_mb));
+        let pid = child.id();
+        let memory = pid.and_then(|pid| memory.limit(&group_name, pid, spec.target.spec.memory_mb));
         parent.set_nonblocking(true).map_err(Error::io("configuring the control socket"))?;
         let (reader, writer) =
             UnixStream::from_std(parent).map_err(Error::io("registering the control socket"))?.into_split();
-        let (tx, output) = mpsc::channel(MAX_LOG_LINES);
+        let shared = Arc::new(Shared {
+            namespace: spec.target.namespace.clone(),
+            function: spec.target.name.clone(),
+            memory_mb: spec.target.spec.memory_mb,
+            hub,
+            pending: Mutex::new(HashMap::new()),
+            broken: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
+            init_failed: AtomicBool::new(false),
+            memory,
+        });
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(forward_lines(out, tx.clone()));
+            tokio::spawn(forward_lines(out, shared.clone()));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(forward_lines(err, tx));
+            tokio::spawn(forward_lines(err, shared.clone()));
         }
-        Ok(Instance {
-            target: spec.target.clone(),
-            child,
-            reader,
-            writer,
-            output,
+        let (exit_tx, exited) = watch::channel(None);
+        tokio::spawn(async move {
+            let how = match child.wait().await {
+                Ok(status) => describe_exit(status),
+                Err(e) => format!("the runtime's exit status is unknown: {e}"),
+            };
+            let _ = exit_tx.send(Some(how));
+        });
+        tokio::spawn(read_loop(reader, shared.clone(), exited.clone()));
+        Ok(Arc::new(Instance {
+            shared,
+            exited,
+            pid,
+            writer: AsyncMutex::new(writer),
+            inflight: AtomicUsize::new(0),
             _tmp: tmp,
-            healthy: true,
-            init_failed: false,
-            ready: false,
-            memory,
-        })
+        }))
     }
 
-    /// Makes one call, waiting at most `timeout`. A timeout or a crash kills the process and
-    /// marks the instance unhealthy. Each output line is also published to `hub` as it is read.
-    pub(crate) async fn call(&mut self, invocation: Invocation, timeout: Duration, hub: &LogHub) -> CallOutput {
-        let (namespace, function) = (self.target.namespace.clone(), self.target.name.clone());
-        let request_id = invocation.request_id.clone();
-        let mut logs = LogCollector {
-            publish: Some(Publisher { hub, namespace: &namespace, function: &function, request_id: &request_id }),
-            ..LogCollector::default()
-        };
+    /// Makes one call, waiting at most `timeout`. A timeout kills the process (the other
+    /// calls it was serving end as crashed); each output line is published as it is read.
+    pub(crate) async fn call(&self, invocation: Invocation, timeout: Duration) -> CallOutput {
+        let id = invocation.request_id.clone();
+        let (done, answer) = oneshot::channel();
+        let logs = LogCollector::new(Publisher {
+            hub: self.shared.hub.clone(),
+            namespace: self.shared.namespace.clone(),
+            function: self.shared.function.clone(),
+            request_id: id.clone(),
+        });
+        lock(&self.shared.pending).insert(id.clone(), Pending { logs, done });
         let deadline_ms =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0) + timeout.as_millis();
-        let frame = json!({"type": "invoke", "id": invocation.request_id, "deadline_ms": deadline_ms as u64, "event": invocation.event});
-        let result = match tokio::time::timeout(timeout, self.exchange(&frame, &invocation.request_id, &mut logs)).await
-        {
-            Ok(Ok(result)) => result,
-            Ok(Err(e)) => {
-                self.healthy = false;
-                let status = self.reap().await;
-                InvokeResult::Crashed { message: format!("{e}; {status}") }
-            }
+        let frame = json!({"type": "invoke", "id": id, "deadline_ms": deadline_ms as u64, "event": invocation.event});
+        let written = write_frame(&mut *self.writer.lock().await, &frame).await;
+        if let Err(e) = written {
+            // The reader task fails the call once it sees the process gone.
+            self.shared.broken.store(true, Ordering::SeqCst);
+            tracing::debug!(error = %e, "cannot write to the runtime");
+        }
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok((result, logs))) => CallOutput { result, logs },
+            Ok(Err(_)) => CallOutput {
+                result: InvokeResult::Crashed { message: "the runtime went away".into() },
+                logs: Vec::new(),
+            },
             Err(_) => {
-                self.healthy = false;
+                let logs = lock(&self.shared.pending).remove(&id).map(|p| p.logs.finish()).unwrap_or_default();
                 self.kill().await;
-                InvokeResult::TimedOut
-            }
-        };
-        while let Ok(line) = self.output.try_recv() {
-            logs.push_line(line);
-        }
-        let logs = logs.finish();
-        let result = match result {
-            InvokeResult::Crashed { message } if self.out_of_memory(&logs) => {
-                let mb = self.target.spec.memory_mb;
-                InvokeResult::OutOfMemory {
-                    message: format!("the instance used more than memory_mb = {mb} MiB and was killed ({message})"),
-                }
-            }
-            other => other,
-        };
-        CallOutput { result, logs }
-    }
-
-    async fn exchange(&mut self, frame: &Value, id: &str, logs: &mut LogCollector<'_>) -> Result<InvokeResult> {
-        write_frame(&mut self.writer, frame).await?;
-        loop {
-            let frame = tokio::select! {
-                frame = read_frame(&mut self.reader) => frame?,
-                Some(line) = self.output.recv() => { logs.push_line(line); continue; }
-            };
-            let Some(frame) = frame else {
-                return Err(Error::Protocol("the runtime closed the connection".into()));
-            };
-            let text = |k: &str| frame.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-            match frame.get("type").and_then(Value::as_str) {
-                Some("ready") => self.ready = true,
-                Some("log") => logs.push_data(&text("stream"), &text("data")),
-                Some("result") if text("id") == id => {
-                    return Ok(InvokeResult::Returned(frame.get("result").cloned().unwrap_or(Value::Null)));
-                }
-                Some(kind @ ("error" | "init_error")) => {
-                    if kind == "init_error" || frame.get("fatal").and_then(Value::as_bool) == Some(true) {
-                        self.healthy = false;
-                    }
-                    self.init_failed |= kind == "init_error";
-                    return Ok(InvokeResult::Failed {
-                        error_type: text("errorType"),
-                        error_message: text("errorMessage"),
-                    });
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Waits briefly for the process to exit and describes how it did.
-    async fn reap(&mut self) -> String {
-        match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
-            Ok(Ok(status)) => describe_exit(status),
-            _ => {
-                self.kill().await;
-                "the runtime stopped answering and was killed".into()
+                CallOutput { result: InvokeResult::TimedOut, logs }
             }
         }
     }
 
     /// Kills the process group and waits for the process to exit.
-    pub(crate) async fn kill(&mut self) {
+    pub(crate) async fn kill(&self) {
+        self.shared.broken.store(true, Ordering::SeqCst);
         self.signal_group();
-        let _ = self.child.wait().await;
+        let mut exited = self.exited.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(5), exited.wait_for(Option::is_some)).await;
     }
 
     fn signal_group(&self) {
-        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
     }
@@ -265,10 +258,103 @@ impl Instance {
     /// reporting `ready`, or the handler could not be loaded (`init_error`).
     pub(crate) fn failed_start(&self, result: &InvokeResult) -> bool {
         match result {
-            InvokeResult::Crashed { .. } | InvokeResult::OutOfMemory { .. } => !self.ready,
-            InvokeResult::Failed { .. } => self.init_failed,
+            InvokeResult::Crashed { .. } | InvokeResult::OutOfMemory { .. } => {
+                !self.shared.ready.load(Ordering::SeqCst)
+            }
+            InvokeResult::Failed { .. } => self.shared.init_failed.load(Ordering::SeqCst),
             _ => false,
         }
+    }
+
+    /// Whether the instance can take more calls.
+    pub(crate) fn healthy(&self) -> bool {
+        !self.shared.broken.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // The child is reaped by tokio's orphan queue; what it started dies with its group.
+        self.signal_group();
+    }
+}
+
+/// Routes the runtime's frames to the calls; when the connection ends, fails what is left.
+async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: watch::Receiver<Option<String>>) {
+    let ended = loop {
+        let frame = match read_frame(&mut reader).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break "the runtime closed the connection".to_string(),
+            Err(e) => break e.to_string(),
+        };
+        let text = |k: &str| frame.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        match frame.get("type").and_then(Value::as_str) {
+            Some("ready") => shared.ready.store(true, Ordering::SeqCst),
+            Some("log") => {
+                let mut pending = lock(&shared.pending);
+                match frame.get("id").and_then(Value::as_str).and_then(|id| pending.get_mut(id)) {
+                    Some(p) => p.logs.push_data(&text("stream"), &text("data")),
+                    None => {
+                        drop(pending);
+                        for line in text("data").lines() {
+                            shared.publish_untagged(line);
+                        }
+                    }
+                }
+            }
+            Some("result") => {
+                let value = frame.get("result").cloned().unwrap_or(Value::Null);
+                shared.finish(&text("id"), InvokeResult::Returned(value));
+            }
+            Some(kind @ ("error" | "init_error")) => {
+                let fatal = kind == "init_error" || frame.get("fatal").and_then(Value::as_bool) == Some(true);
+                if fatal {
+                    shared.broken.store(true, Ordering::SeqCst);
+                }
+                let failure =
+                    InvokeResult::Failed { error_type: text("errorType"), error_message: text("errorMessage") };
+                if kind == "init_error" {
+                    shared.init_failed.store(true, Ordering::SeqCst);
+                    let ids: Vec<String> = lock(&shared.pending).keys().cloned().collect();
+                    for id in ids {
+                        shared.finish(&id, failure.clone());
+                    }
+                } else {
+                    shared.finish(&text("id"), failure);
+                }
+            }
+            _ => {}
+        }
+    };
+    shared.broken.store(true, Ordering::SeqCst);
+    // The connection ends with the process: describe how it exited (or, if it still runs
+    // after a protocol error, what went wrong).
+    let exit = match tokio::time::timeout(Duration::from_secs(2), exited.wait_for(Option::is_some)).await {
+        Ok(Ok(how)) => how.clone().unwrap_or(ended),
+        _ => ended,
+    };
+    let ids: Vec<String> = lock(&shared.pending).keys().cloned().collect();
+    for id in ids {
+        shared.finish(&id, InvokeResult::Crashed { message: exit.clone() });
+    }
+}
+
+impl Shared {
+    /// Ends a call: its result (an out-of-memory death is told apart from other crashes) and
+    /// its collected lines.
+    fn finish(&self, id: &str, result: InvokeResult) {
+        let Some(p) = lock(&self.pending).remove(id) else { return };
+        let logs = p.logs.finish();
+        let result = match result {
+            InvokeResult::Crashed { message } if self.out_of_memory(&logs) => InvokeResult::OutOfMemory {
+                message: format!(
+                    "the instance used more than memory_mb = {} MiB and was killed ({message})",
+                    self.memory_mb
+                ),
+            },
+            other => other,
+        };
+        let _ = p.done.send((result, logs));
     }
 
     /// Whether the process died of its memory limit: the cgroup says so, or V8 reported its
@@ -278,16 +364,9 @@ impl Instance {
             || logs.iter().any(|l| l.contains("JavaScript heap out of memory"))
     }
 
-    /// Whether the process is still running.
-    pub(crate) fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        // The child is reaped by tokio's orphan queue; what it started dies with its group.
-        self.signal_group();
+    fn publish_untagged(&self, line: &str) {
+        let entry = LogLine { time: chrono::Utc::now(), request_id: None, line: line.to_string() };
+        self.hub.publish(&self.namespace, &self.function, entry);
     }
 }
 
@@ -300,26 +379,34 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
-async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, tx: mpsc::Sender<String>) {
+/// Output written at the descriptor level (child processes, native code): it belongs to the
+/// call in flight when there is exactly one, else it is published untagged.
+async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, shared: Arc<Shared>) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        // A full buffer drops the line rather than stalling the function.
-        let _ = tx.try_send(line);
+        let mut pending = lock(&shared.pending);
+        if pending.len() == 1
+            && let Some(p) = pending.values_mut().next()
+        {
+            p.logs.push_line(line);
+        } else {
+            drop(pending);
+            shared.publish_untagged(&line);
+        }
     }
 }
 
 /// Where a call's lines are published as they arrive.
-struct Publisher<'a> {
-    hub: &'a LogHub,
-    namespace: &'a str,
-    function: &'a str,
-    request_id: &'a str,
+struct Publisher {
+    hub: Arc<LogHub>,
+    namespace: String,
+    function: String,
+    request_id: String,
 }
 
 /// Collects a call's log lines, joining partial writes and capping the total.
-#[derive(Default)]
-struct LogCollector<'a> {
-    publish: Option<Publisher<'a>>,
+struct LogCollector {
+    publish: Option<Publisher>,
     lines: Vec<String>,
     bytes: usize,
     partial_out: String,
@@ -327,7 +414,22 @@ struct LogCollector<'a> {
     cut: bool,
 }
 
-impl LogCollector<'_> {
+impl LogCollector {
+    fn new(publish: Publisher) -> Self {
+        LogCollector { publish: Some(publish), ..Self::detached() }
+    }
+
+    fn detached() -> Self {
+        LogCollector {
+            publish: None,
+            lines: Vec::new(),
+            bytes: 0,
+            partial_out: String::new(),
+            partial_err: String::new(),
+            cut: false,
+        }
+    }
+
     fn push_data(&mut self, stream: &str, data: &str) {
         let mut buf = std::mem::take(if stream == "stderr" { &mut self.partial_err } else { &mut self.partial_out });
         buf.push_str(data);
@@ -341,8 +443,8 @@ impl LogCollector<'_> {
     fn push_line(&mut self, line: String) {
         if let Some(p) = &self.publish {
             let entry =
-                LogLine { time: chrono::Utc::now(), request_id: Some(p.request_id.to_string()), line: line.clone() };
-            p.hub.publish(p.namespace, p.function, entry);
+                LogLine { time: chrono::Utc::now(), request_id: Some(p.request_id.clone()), line: line.clone() };
+            p.hub.publish(&p.namespace, &p.function, entry);
         }
         if self.lines.len() >= MAX_LOG_LINES || self.bytes + line.len() > MAX_LOG_BYTES {
             self.cut = true;
@@ -371,7 +473,7 @@ mod tests {
 
     #[test]
     fn log_collector_joins_partial_writes_per_stream() {
-        let mut c = LogCollector::default();
+        let mut c = LogCollector::detached();
         c.push_data("stdout", "a");
         c.push_data("stderr", "x\n");
         c.push_data("stdout", "b\nc");
@@ -380,7 +482,7 @@ mod tests {
 
     #[test]
     fn log_collector_caps_with_a_marker() {
-        let mut c = LogCollector::default();
+        let mut c = LogCollector::detached();
         for i in 0..MAX_LOG_LINES + 5 {
             c.push_line(i.to_string());
         }

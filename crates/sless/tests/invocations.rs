@@ -16,7 +16,7 @@ async fn list(server: &Server, function: &str, query: &str) -> Value {
 
 #[tokio::test]
 async fn two_hundred_concurrent_calls_make_two_hundred_records() {
-    let server = Server::start_with(&["--max-instances-per-function", "4"]);
+    let server = Server::start_with(&["--max-instances-per-function", "4", "--max-queue-per-function", "200"]);
     let code = "def handler(event, context):\n    if event['path'] == '/bad':\n        raise ValueError('bad')\n    print('served', event['path'])\n    return 'ok'\n";
     server.deploy("many", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
     let calls = (0..200).map(|i| {
