@@ -5,12 +5,18 @@
 //
 // Loads the handler named by SLESS_HANDLER (Lambda's rule, loaded with dynamic import() so
 // CommonJS and ESM load exactly as Node loads them), then serves `invoke` frames from the
-// inherited Unix socket (SLESS_CONTROL_FD, normally 3) one at a time: builds the Lambda-style
-// context, calls the handler (sync, async, callback, context.succeed/fail/done) and answers with
-// `result` or `error`. process.stdout/process.stderr writes (and so console.*) are sent as `log`
-// frames tagged with the request being served, always before that request's result. An `error`
+// inherited Unix socket (SLESS_CONTROL_FD, normally 3), up to SLESS_CONCURRENCY (default 1) at
+// a time: builds the Lambda-style context, calls the handler (sync, async, callback,
+// context.succeed/fail/done) and answers with `result` or `error`. process.stdout/process.stderr
+// writes (and so console.*) are sent as `log` frames tagged with the request being served,
+// always before that request's result (concurrency 1: the request being served, whoever
+// writes; > 1: the request whose async context writes, through AsyncLocalStorage). An `error`
 // after which the process exits (uncaughtException, unhandledRejection, process.exit() during a
 // request) carries `"fatal": true` so the supervisor does not reuse the instance.
+//
+// Started without SLESS_HANDLER, the shim is a generic warm-pool process: it says
+// {"type":"ready","generic":true} and waits for a `load` frame that gives it the function
+// (handler, code root, environment, concurrency); from then on it is a normal instance.
 
 const fs = require('fs');
 const path = require('path');
@@ -20,18 +26,25 @@ const MAX_FRAME = 64 * 1024 * 1024; // larger frames are a protocol error (both 
 const LOG_CHUNK = 1024 * 1024; // characters per log frame (<= 6 MiB of JSON even if all escaped)
 
 const env = process.env;
-const codeDir = path.resolve(env.SLESS_CODE_DIR || process.cwd());
-const handlerSpec = env.SLESS_HANDLER || '';
+// A process started without a function: it gets one from a `load` frame (PROTOCOL.md).
+const GENERIC = !CHECK && env.SLESS_HANDLER === undefined;
+// From the environment, by configure(): at start, or after `load` in a generic process.
+let codeDir = '';
+let handlerSpec = '';
+let concurrency = 1; // SLESS_CONCURRENCY: invokes in flight at once
+let als = null; // concurrency > 1: AsyncLocalStorage holding the invocation of the running code
 
 let handler = null; // the user's function, once loaded
-let ready = false; // `ready` was sent
+let ready = false; // `ready` was sent (the non-generic one)
+let awaitingLoad = false; // generic, `load` not received yet
 let sock = null; // the control socket
-let current = null; // the invocation being served: {id, deadline, claimed, sent}
+let controlFd = 3;
+let current = null; // concurrency 1: the invocation being served {id, deadline, claimed, sent, onEmpty}
+const inflight = new Set(); // invocations started and not answered yet
 const queue = []; // invokes received while busy
 let eof = false; // the supervisor closed its side
 let dying = false; // a fatal error happened: serve nothing more
 let closing = false; // shutdown() was called
-let onEmptyLoop = null; // run when the event loop becomes empty (callbackWaitsForEmptyEventLoop)
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -96,9 +109,17 @@ function send(json) {
   if (sock && !sock.destroyed && sock.writable) sock.write(frame(json));
 }
 
-function sendLog(stream, text) {
+// The invocation the running code belongs to (null outside any, and once it was answered).
+function currentInv() {
+  if (als === null) return current;
+  const inv = als.getStore();
+  return inv !== undefined && !inv.sent ? inv : null;
+}
+
+// `inv`: the invocation to tag the output with (default: the one the running code belongs to).
+function sendLog(stream, text, inv = currentInv()) {
   if (!text) return;
-  const id = JSON.stringify(current ? current.id : null);
+  const id = JSON.stringify(inv ? inv.id : null);
   for (let i = 0; i < text.length; ) {
     let end = Math.min(text.length, i + LOG_CHUNK);
     if (end < text.length) {
@@ -241,19 +262,33 @@ async function loadHandler() {
 // Context
 
 // Identity values exactly as the Python shim computes them (see PROTOCOL.md, "The context").
-const memoryMB = String(env.SLESS_MEMORY_MB || env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE || '128');
-const functionName = env.SLESS_FUNCTION_NAME || env.AWS_LAMBDA_FUNCTION_NAME || '';
-const functionVersion = env.SLESS_FUNCTION_VERSION || env.AWS_LAMBDA_FUNCTION_VERSION || '$LATEST';
-const namespace = env.SLESS_NAMESPACE || 'default';
-const invokedFunctionArn = `arn:aws:lambda:local:${namespace}:function:${functionName}`;
-const logGroupName = `/aws/lambda/${functionName}`;
-const logStreamName = (() => {
+let memoryMB, functionName, functionVersion, invokedFunctionArn, logGroupName, logStreamName;
+
+// Everything read from the environment: at start, or after `load` in a generic process.
+function configure() {
+  codeDir = path.resolve(env.SLESS_CODE_DIR || process.cwd());
+  handlerSpec = env.SLESS_HANDLER || '';
+  const raw = env.SLESS_CONCURRENCY;
+  concurrency = raw === undefined || raw === '' ? 1 : /^[0-9]+$/.test(raw.trim()) ? Number(raw) : 0;
+  if (!(concurrency >= 1)) {
+    rawStderr(`SLESS_CONCURRENCY=${JSON.stringify(raw)} is not an integer >= 1; serving one invoke at a time`);
+    concurrency = 1;
+  }
+  if (concurrency > 1 && als === null && !CHECK) {
+    als = new (require('node:async_hooks').AsyncLocalStorage)();
+  }
+  memoryMB = String(env.SLESS_MEMORY_MB || env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE || '128');
+  functionName = env.SLESS_FUNCTION_NAME || env.AWS_LAMBDA_FUNCTION_NAME || '';
+  functionVersion = env.SLESS_FUNCTION_VERSION || env.AWS_LAMBDA_FUNCTION_VERSION || '$LATEST';
+  const namespace = env.SLESS_NAMESPACE || 'default';
+  invokedFunctionArn = `arn:aws:lambda:local:${namespace}:function:${functionName}`;
+  logGroupName = `/aws/lambda/${functionName}`;
   const d = new Date();
   const p = (n) => String(n).padStart(2, '0');
   let hex = '';
   for (let i = 0; i < 4; i++) hex += Math.floor(Math.random() * 0x100000000).toString(16).padStart(8, '0');
-  return `${d.getUTCFullYear()}/${p(d.getUTCMonth() + 1)}/${p(d.getUTCDate())}/[${functionVersion}]${hex}`;
-})();
+  logStreamName = `${d.getUTCFullYear()}/${p(d.getUTCMonth() + 1)}/${p(d.getUTCDate())}/[${functionVersion}]${hex}`;
+}
 
 function alias(obj, name, value) {
   Object.defineProperty(obj, name, { value, enumerable: false, writable: true, configurable: true });
@@ -262,7 +297,8 @@ function alias(obj, name, value) {
 function makeContext(inv, done) {
   const remaining = () => Math.max(0, inv.deadline - Date.now());
   const ctx = {
-    callbackWaitsForEmptyEventLoop: true,
+    // concurrency > 1: the event loop is shared, so nothing can wait for it to be empty
+    callbackWaitsForEmptyEventLoop: als === null,
     functionName,
     functionVersion,
     invokedFunctionArn,
@@ -322,7 +358,7 @@ function errorFrame(id, d, stackTrace, fatal) {
 
 function sendError(inv, err, fatal = false) {
   const d = describeError(err);
-  sendLog('stderr', `${d.text}\n`);
+  sendLog('stderr', `${d.text}\n`, inv);
   let msg = JSON.stringify(errorFrame(inv.id, d, d.stackTrace, fatal));
   if (Buffer.byteLength(msg) > MAX_FRAME) {
     msg = JSON.stringify(errorFrame(inv.id, { ...d, errorMessage: d.errorMessage.slice(0, 1024 * 1024) }, [], fatal));
@@ -330,17 +366,23 @@ function sendError(inv, err, fatal = false) {
   send(msg);
 }
 
-function waitForEmptyLoop(fn) {
-  onEmptyLoop = fn;
-  if (sock) sock.unref(); // only the function's own work keeps the loop alive now
+// While a request is in flight the socket does not keep the process alive, so 'beforeExit'
+// tells when the event loop ran dry: nothing in flight can settle any more. Each in-flight
+// invocation then gets its `onEmpty` answer (null, or the result a callback left waiting).
+function updateRef() {
+  if (!sock) return;
+  if (inflight.size > 0) sock.unref();
+  else sock.ref();
 }
 
 process.on('beforeExit', () => {
-  const fn = onEmptyLoop;
-  if (!fn) return;
-  onEmptyLoop = null;
-  if (sock) sock.ref();
-  fn();
+  if (inflight.size === 0 || dying) return;
+  for (const inv of [...inflight]) {
+    const fn = inv.onEmpty;
+    inv.onEmpty = null;
+    if (fn) fn();
+  }
+  updateRef();
 });
 
 function finish(inv, isError, value, fatal = false) {
@@ -348,18 +390,27 @@ function finish(inv, isError, value, fatal = false) {
   inv.sent = true;
   if (isError) sendError(inv, value, fatal);
   else sendResult(inv, value);
+  inv.onEmpty = null;
+  inflight.delete(inv);
   if (current === inv) current = null;
-  onEmptyLoop = null;
-  if (sock) sock.ref();
+  updateRef();
   setImmediate(pump);
 }
 
 function invoke(msg) {
   let deadline = Number(msg.deadline_ms);
   if (!Number.isFinite(deadline)) deadline = Date.now() + 1000 * (Number(env.SLESS_TIMEOUT_SEC) || 3);
-  const inv = { id: msg.id === undefined ? null : msg.id, deadline, claimed: false, sent: false };
-  current = inv;
+  const inv = { id: msg.id === undefined ? null : msg.id, deadline, claimed: false, sent: false, onEmpty: null };
+  inflight.add(inv);
+  if (als === null) {
+    current = inv;
+    start(inv, msg);
+  } else {
+    als.run(inv, start, inv, msg); // everything the handler starts carries `inv`
+  }
+}
 
+function start(inv, msg) {
   // The first way of finishing wins: the callback, context.succeed/fail/done, the returned promise.
   const claim = () => {
     if (inv.claimed) return false;
@@ -375,8 +426,8 @@ function invoke(msg) {
   const callback = (err, result) => {
     if (!claim()) return;
     if (err !== undefined && err !== null) finish(inv, true, err);
-    else if (!ctx.callbackWaitsForEmptyEventLoop) finish(inv, false, result);
-    else waitForEmptyLoop(() => finish(inv, false, result)); // Lambda: answer once the loop is idle
+    else if (als !== null || !ctx.callbackWaitsForEmptyEventLoop) finish(inv, false, result);
+    else inv.onEmpty = () => finish(inv, false, result); // Lambda: answer once the loop is idle
   };
 
   const fn = handler;
@@ -396,18 +447,23 @@ function invoke(msg) {
     done(null, ret); // a plain synchronous return value
   }
   // Nothing settled yet: like Lambda, answer null if the event loop runs dry first.
-  if (!inv.claimed && !onEmptyLoop) {
-    waitForEmptyLoop(() => {
-      if (claim()) finish(inv, false, null);
-    });
+  if (!inv.sent) {
+    if (!inv.onEmpty) {
+      inv.onEmpty = () => {
+        if (claim()) finish(inv, false, null);
+      };
+    }
+    updateRef(); // only the function's own work keeps the loop alive now
   }
 }
 
 function pump() {
-  if (current || dying || !ready) return;
-  const msg = queue.shift();
-  if (msg) invoke(msg);
-  else if (eof) shutdown(0);
+  if (dying || !ready) return;
+  while (inflight.size < concurrency && queue.length > 0) {
+    invoke(queue.shift());
+    if (als === null) return; // one at a time: the next starts from finish()'s setImmediate
+  }
+  if (eof && inflight.size === 0 && queue.length === 0) shutdown(0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -449,11 +505,18 @@ function onData(chunk) {
     } catch (e) {
       return protocolError(`bad JSON frame: ${e.message}`);
     }
-    if (msg && msg.type === 'invoke') {
+    const type = msg && msg.type;
+    if (awaitingLoad) {
+      if (type !== 'load') return protocolError(`a generic process expects a load frame first, got ${JSON.stringify(type)}`);
+      awaitingLoad = false;
+      load(msg);
+    } else if (type === 'invoke') {
       queue.push(msg);
       pump();
+    } else if (type === 'load') {
+      return protocolError('load frame in a process that is not generic or already loaded');
     } else {
-      rawStderr(`ignoring frame of type ${JSON.stringify(msg && msg.type)}`);
+      rawStderr(`ignoring frame of type ${JSON.stringify(type)}`);
     }
   }
 }
@@ -477,7 +540,7 @@ function initError(err) {
   dying = true;
   const e = wrapLoadError(err);
   const d = describeError(e);
-  sendLog('stderr', `${d.text}\n`);
+  sendLog('stderr', `${d.text}\n`, null);
   send(
     JSON.stringify({
       type: 'init_error',
@@ -489,7 +552,9 @@ function initError(err) {
   shutdown(1);
 }
 
-// unhandledRejection / uncaughtException: report it for the request being served, then exit 1.
+// unhandledRejection / uncaughtException: report it for the request being served (concurrency
+// > 1: the one whose async context failed, if any), then exit 1. The supervisor fails the other
+// requests in flight when the socket closes.
 function fatal(err) {
   if (dying) return;
   if (!ready) {
@@ -497,12 +562,12 @@ function fatal(err) {
     return;
   }
   dying = true;
-  const inv = current;
+  const inv = currentInv();
   if (inv && !inv.sent) {
     inv.claimed = true;
     finish(inv, true, err, true);
   } else {
-    sendLog('stderr', `${describeError(err).text}\n`);
+    sendLog('stderr', `${describeError(err).text}\n`, null);
   }
   shutdown(1);
 }
@@ -541,7 +606,8 @@ function check() {
 // ---------------------------------------------------------------------------------------------
 // Start
 
-function main() {
+// Working directory and the variables Lambda code expects (after configure()).
+function prepare() {
   if (process.cwd() !== codeDir) {
     try {
       process.chdir(codeDir);
@@ -553,17 +619,14 @@ function main() {
   if (env._HANDLER === undefined) env._HANDLER = handlerSpec;
   if (env.AWS_LAMBDA_LOG_GROUP_NAME === undefined) env.AWS_LAMBDA_LOG_GROUP_NAME = logGroupName;
   if (env.AWS_LAMBDA_LOG_STREAM_NAME === undefined) env.AWS_LAMBDA_LOG_STREAM_NAME = logStreamName;
+}
 
-  if (CHECK) {
-    check();
-    return;
-  }
-
-  const fd = Number(env.SLESS_CONTROL_FD || 3);
+function openSocket() {
+  controlFd = Number(env.SLESS_CONTROL_FD || 3);
   try {
-    sock = new (require('net').Socket)({ fd, readable: true, writable: true, allowHalfOpen: true });
+    sock = new (require('net').Socket)({ fd: controlFd, readable: true, writable: true, allowHalfOpen: true });
   } catch (e) {
-    rawStderr(`cannot open control socket fd ${fd}: ${e && e.message}`);
+    rawStderr(`cannot open control socket fd ${controlFd}: ${e && e.message}`);
     process.exit(1);
   }
   sock.on('error', (e) => {
@@ -578,33 +641,94 @@ function main() {
   process.on('unhandledRejection', fatal);
   // process.exit() called by the function while a request is open: tell the supervisor why.
   process.on('exit', (code) => {
-    const inv = current;
+    const inv = currentInv();
     if (!inv || inv.sent || closing || !sock || sock.destroyed || sock.writableLength > 0) return;
     const e = runtimeError('Runtime.ExitError', `RequestId: ${inv.id} Error: Runtime exited with error: exit status ${code}`);
     const d = describeError(e);
     try {
-      fs.writeSync(fd, frame(JSON.stringify(errorFrame(inv.id, d, [], true))));
+      fs.writeSync(controlFd, frame(JSON.stringify(errorFrame(inv.id, d, [], true))));
     } catch (_) {
       /* the supervisor sees the exit anyway */
     }
   });
+}
 
+function listen() {
+  sock.on('data', onData);
+  sock.on('end', () => {
+    eof = true;
+    if (awaitingLoad) shutdown(0);
+    else if (inflight.size === 0) pump();
+  });
+}
+
+function loadAndServe() {
   loadHandler().then(
     (fn) => {
       if (dying) return;
       handler = fn;
       ready = true;
       send('{"type":"ready"}');
-      sock.on('data', onData);
-      sock.on('end', () => {
-        eof = true;
-        if (!current) pump();
-      });
+      if (GENERIC) pump(); // invokes sent right after `load` may be queued already
+      else listen();
     },
     (e) => {
       if (!dying) initError(e);
     }
   );
+}
+
+// A generic process becomes the function's instance (PROTOCOL.md, "Warm pool").
+function load(msg) {
+  const { handler: spec, code_dir: dir, deps_dir: deps, env: newEnv, concurrency: n } = msg;
+  const strings = (o) => o !== null && typeof o === 'object' && !Array.isArray(o) && Object.values(o).every((v) => typeof v === 'string');
+  if (
+    typeof spec !== 'string' ||
+    typeof dir !== 'string' ||
+    !dir ||
+    (deps !== undefined && deps !== null && typeof deps !== 'string') ||
+    !strings(newEnv) ||
+    (n !== undefined && n !== null && !(Number.isInteger(n) && n >= 1))
+  ) {
+    return protocolError('bad load frame (want handler: str, code_dir: str, deps_dir: str|null, env: {str: str}, concurrency: int >= 1)');
+  }
+  try {
+    for (const k of Object.keys(env)) delete env[k];
+    Object.assign(env, newEnv);
+    // the frame's fields win over the same variables in env: the environment a normal start sees
+    env.SLESS_CODE_DIR = dir;
+    env.SLESS_HANDLER = spec;
+    if (deps) env.SLESS_DEPS_DIR = deps;
+    else delete env.SLESS_DEPS_DIR;
+    if (n !== undefined && n !== null) env.SLESS_CONCURRENCY = String(n);
+    env.SLESS_CONTROL_FD = String(controlFd);
+  } catch (e) {
+    return protocolError(`bad load frame env: ${e && e.message}`);
+  }
+  // CommonJS global folders (NODE_PATH, $HOME/.node_modules) are computed at start: redo it.
+  const Module = require('module');
+  if (typeof Module._initPaths === 'function') Module._initPaths();
+  configure();
+  prepare();
+  loadAndServe();
+}
+
+function main() {
+  if (GENERIC) {
+    openSocket();
+    awaitingLoad = true;
+    send('{"type":"ready","generic":true}');
+    listen();
+    return;
+  }
+  configure();
+  prepare();
+  if (CHECK) {
+    check();
+    return;
+  }
+  openSocket();
+  loadAndServe();
 }
 
 main();

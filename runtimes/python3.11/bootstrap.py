@@ -17,20 +17,29 @@ The local supervisor (``crates/sless-runtime``) starts one process per function 
   path finder looks files up by name) and send ``{"type": "ready"}``. A failure is reported
   with Lambda's error types (``Runtime.ImportModuleError``, ``Runtime.UserCodeSyntaxError``,
   ``Runtime.HandlerNotFound``, ...) in an ``init_error`` frame, then the process exits 1.
-* **Serve.** Read ``invoke`` frames (4-byte big-endian length + UTF-8 JSON) one at a time, call
+* **Generic start.** Without ``SLESS_HANDLER`` the process is a warm-pool process: it sends
+  ``{"type": "ready", "generic": true}``, waits for a ``load`` frame, takes on the function's
+  environment from it (``_apply_load``) and then starts as above.
+* **Serve.** Read ``invoke`` frames (4-byte big-endian length + UTF-8 JSON) one by one, call
   ``handler(event, context)``; when it returns an awaitable (``async def`` handlers) run it to
   completion on one event loop kept for the life of the process. Reply with a ``result`` frame,
   or an ``error`` frame (``errorType``/``errorMessage``/``stackTrace`` as Lambda builds them;
   ``Runtime.MarshalError`` when the result is not JSON). ``sys.exit()`` in the handler is a
   ``Runtime.ExitError`` frame with ``"fatal": true``, then the process exits with that status.
   EOF on the socket: exit 0 quietly.
+* **Concurrency.** With ``SLESS_CONCURRENCY`` > 1 the main thread only reads frames: each invoke
+  runs in a ``ThreadPoolExecutor`` worker, in a ``contextvars`` context holding its ``_Req``;
+  awaitables run on one event loop that runs forever in a thread of its own
+  (``run_coroutine_threadsafe``, the task inherits the context). Replies go out in completion
+  order. Concurrency 1 never creates a thread.
 * **Output.** ``sys.stdout``/``sys.stderr`` are replaced by line-flushed text streams that send
-  ``log`` frames tagged with the request being served (``null`` outside a request); both are
-  flushed before the ``result``/``error`` frame, under one lock, so every log frame of a request
-  precedes its reply even when other threads print. The real fds 1 and 2 are left alone (the
-  supervisor reads them too), so fd-level writes from C code or child processes still arrive
-  and can never corrupt the protocol, which lives only on the control socket. A forked child
-  (multiprocessing) drops the socket and writes to the real fds instead.
+  ``log`` frames tagged with the request being served (``null`` outside a request; with
+  concurrency > 1 the request of the writing context, one line buffer per request); a request's
+  buffered output is flushed before its ``result``/``error`` frame, under one lock, so every
+  log frame of a request precedes its reply even when other threads print. The real fds 1 and 2
+  are left alone (the supervisor reads them too), so fd-level writes from C code or child
+  processes still arrive and can never corrupt the protocol, which lives only on the control
+  socket. A forked child (multiprocessing) drops the socket and writes to the real fds instead.
 * **Logging.** Like Lambda, a handler is added to the root logger with Lambda's line format
   ``[LEVEL]\\t<UTC time>Z\\t<request id>\\t<message>\\n`` (root level stays WARNING). To keep
   ``logging`` (~10 ms of imports) off the cold start of functions that never use it, the
@@ -41,7 +50,8 @@ Cold start matters: the shim itself imports only builtin / already-loaded module
 the C accelerator ``_json`` directly (the ``json`` package would pull in ``re``) and falls back to
 ``json`` if that is unavailable. ``asyncio`` is imported only for coroutine handlers (before
 ``ready`` when the handler is visibly ``async def``), ``traceback`` only when an error is
-reported.
+reported, ``contextvars``/``concurrent.futures``/``threading`` only with concurrency > 1 (at the
+first invoke).
 
 Test: ``python3 -m unittest discover -s runtimes/tests -p 'test_python*.py' -v``.
 """
@@ -114,8 +124,28 @@ _loads, _dumps, _json_str = _make_json()
 
 _fd = None  # control socket; None when not serving, in a forked child, or once the peer is gone
 _lock = _thread.RLock()  # serialises frames and stream buffers across threads
-_cur_id = None  # request being served
-_cur_id_json = "null"
+_cur_req = None  # concurrency 1: the request being served (a _Req), whichever thread writes
+_req_var = None  # concurrency > 1: a contextvars.ContextVar holding the caller's _Req
+
+
+class _Req(object):
+    """One invocation: its id (raw and as JSON) and whether its reply is still to come."""
+
+    __slots__ = ("id", "id_json", "open")
+
+    def __init__(self, rid):
+        self.id = rid
+        self.id_json = _json_str(rid) if isinstance(rid, str) else _dumps(rid)
+        self.open = True
+
+
+def _current():
+    """The request whose output this is (None outside any request)."""
+    if _req_var is None:
+        return _cur_req
+    req = _req_var.get()
+    # output of work a request left behind (a task, a thread) after its reply has no request
+    return req if req is not None and req.open else None
 
 
 def _write_all(fd, data):
@@ -177,6 +207,13 @@ def _read_frame(fd):
     return msg
 
 
+def _warn(text):
+    try:
+        _write_all(2, ("sless python runtime: %s\n" % text).encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
 def _fatal(text):
     try:
         _write_all(2, ("sless python runtime: %s\n" % text).encode("utf-8", "replace"))
@@ -200,8 +237,7 @@ class _LogStream(io.TextIOBase):
         self._stream = stream  # "stdout" | "stderr"
         self._fd = fd  # real descriptor: fileno(), and the fallback when there is no socket
         self._errors = errors
-        self._parts = []
-        self._size = 0
+        self._bufs = {}  # request id as JSON ("null": none) -> [size, [parts]] not yet sent
         self._binary = None
 
     @property
@@ -239,14 +275,19 @@ class _LogStream(io.TextIOBase):
         n = len(s)
         if n:
             with _lock:
-                self._parts.append(s)
-                self._size += n
-                if self._size >= _STREAM_BUFFER or "\n" in s:
-                    self._flush_locked()
+                req = _current()
+                rid = req.id_json if req is not None else "null"
+                buf = self._bufs.get(rid)
+                if buf is None:
+                    buf = self._bufs[rid] = [0, []]
+                buf[1].append(s)
+                buf[0] += n
+                if buf[0] >= _STREAM_BUFFER or "\n" in s:
+                    self._flush_locked(rid)
         return n
 
     def flush(self):
-        if self._parts:
+        if self._bufs:
             with _lock:
                 self._flush_locked()
 
@@ -256,15 +297,20 @@ class _LogStream(io.TextIOBase):
     def reconfigure(self, **kwargs):
         self.flush()
 
-    def _flush_locked(self):
-        if not self._parts:
-            return
-        data = "".join(self._parts)
-        self._parts = []
-        self._size = 0
+    def _flush_locked(self, rid=None):
+        """Send what is buffered: everything, or only the output of request `rid` (JSON)."""
+        if rid is None:
+            while self._bufs:
+                key = next(iter(self._bufs))
+                self._send_locked(key, "".join(self._bufs.pop(key)[1]))
+        else:
+            buf = self._bufs.pop(rid, None)
+            if buf is not None:
+                self._send_locked(rid, "".join(buf[1]))
+
+    def _send_locked(self, rid, data):
         if _fd is not None:
             stream = self._stream
-            rid = _cur_id_json
             for i in range(0, len(data), _LOG_CHUNK):
                 if not _send('{"type":"log","id":%s,"stream":"%s","data":%s}'
                              % (rid, stream, _json_str(data[i:i + _LOG_CHUNK]))):
@@ -313,10 +359,11 @@ _STDOUT = _LogStream("stdout", 1, "strict")
 _STDERR = _LogStream("stderr", 2, "backslashreplace")
 
 
-def _flush_streams():
+def _flush_streams(rid=None):
+    """Send buffered output: all of it, or that of request `rid` (its id as JSON)."""
     with _lock:
-        _STDOUT._flush_locked()
-        _STDERR._flush_locked()
+        _STDOUT._flush_locked(rid)
+        _STDERR._flush_locked(rid)
 
 
 def _after_fork_in_child():
@@ -324,8 +371,7 @@ def _after_fork_in_child():
     _lock = _thread.RLock()
     fd, _fd = _fd, None
     for s in (_STDOUT, _STDERR):  # the parent still owns what was buffered
-        s._parts = []
-        s._size = 0
+        s._bufs = {}
     if fd is not None:
         try:
             os.close(fd)
@@ -343,7 +389,8 @@ def _install_logging(logging):
 
         class LambdaLoggerFilter(logging.Filter):
             def filter(self, record):
-                record.aws_request_id = _cur_id if _cur_id is not None else ""
+                req = _current()
+                record.aws_request_id = req.id if req is not None and req.id is not None else ""
                 return True
 
         class LambdaLoggerHandler(logging.Handler):
@@ -441,13 +488,39 @@ def _env_number(conv, default, *names):
         return default
 
 
-_FUNCTION_NAME = _env("SLESS_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_NAME")
-_FUNCTION_VERSION = _env("SLESS_FUNCTION_VERSION", "AWS_LAMBDA_FUNCTION_VERSION", default="$LATEST")
-_NAMESPACE = _env("SLESS_NAMESPACE", default="default")
-_MEMORY_MB = _env_number(int, 128, "SLESS_MEMORY_MB", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
-_TIMEOUT_SEC = _env_number(float, 3.0, "SLESS_TIMEOUT_SEC")
-_LOG_GROUP = "/aws/lambda/" + _FUNCTION_NAME
-_LOG_STREAM = "%s/[%s]%s" % (time.strftime("%Y/%m/%d", time.gmtime()), _FUNCTION_VERSION, os.urandom(16).hex())
+_TIMEOUT_SEC = 3.0
+_LOG_GROUP = _LOG_STREAM = ""
+
+
+def _init_identity():
+    """Read the function's identity from the environment (at start; after `load` when generic)."""
+    global _TIMEOUT_SEC, _LOG_GROUP, _LOG_STREAM
+    name = _env("SLESS_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_NAME")
+    version = _env("SLESS_FUNCTION_VERSION", "AWS_LAMBDA_FUNCTION_VERSION", default="$LATEST")
+    namespace = _env("SLESS_NAMESPACE", default="default")
+    _TIMEOUT_SEC = _env_number(float, 3.0, "SLESS_TIMEOUT_SEC")
+    _LOG_GROUP = "/aws/lambda/" + name
+    _LOG_STREAM = "%s/[%s]%s" % (time.strftime("%Y/%m/%d", time.gmtime()), version, os.urandom(16).hex())
+    c = LambdaContext
+    c.function_name = name
+    c.function_version = version
+    c.memory_limit_in_mb = _env_number(int, 128, "SLESS_MEMORY_MB", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    c.invoked_function_arn = "arn:aws:lambda:local:%s:function:%s" % (namespace, name)
+    c.log_group_name = _LOG_GROUP
+    c.log_stream_name = _LOG_STREAM
+
+
+def _concurrency():
+    """SLESS_CONCURRENCY: how many invokes may be in flight at once (an integer >= 1, default 1)."""
+    raw = os.environ.get("SLESS_CONCURRENCY") or "1"
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        _warn("SLESS_CONCURRENCY=%r is not an integer >= 1; serving one invoke at a time" % (raw,))
+        return 1
+    return n
 
 
 class CognitoIdentity(object):
@@ -461,12 +534,13 @@ class CognitoIdentity(object):
 class LambdaContext(object):
     """The `context` argument, with Lambda's attribute names."""
 
-    function_name = _FUNCTION_NAME
-    function_version = _FUNCTION_VERSION
-    memory_limit_in_mb = _MEMORY_MB
-    invoked_function_arn = "arn:aws:lambda:local:%s:function:%s" % (_NAMESPACE, _FUNCTION_NAME)
-    log_group_name = _LOG_GROUP
-    log_stream_name = _LOG_STREAM
+    # identity: set by _init_identity()
+    function_name = ""
+    function_version = "$LATEST"
+    memory_limit_in_mb = 128
+    invoked_function_arn = ""
+    log_group_name = ""
+    log_stream_name = ""
     client_context = None
     tenant_id = None
 
@@ -682,6 +756,67 @@ def _event_loop():
     return _loop
 
 
+# Concurrency > 1: invokes run in worker threads; awaitables all run on one event loop that runs
+# forever in its own thread (adopting the loop from init or module import when there is one).
+_loop_lock = _thread.allocate_lock()
+_loop_thread = None
+
+
+def _threaded_loop():
+    global _loop, _loop_thread
+    with _loop_lock:
+        if _loop_thread is None:
+            import asyncio
+            import threading
+
+            loop = _loop
+            if loop is None or loop.is_closed() or loop.is_running():
+                loop = asyncio.new_event_loop()
+            _loop = loop
+            t = threading.Thread(target=_run_loop_forever, args=(loop,), name="sless-asyncio", daemon=True)
+            t.start()
+            _loop_thread = t
+    return _loop
+
+
+def _run_loop_forever(loop):
+    import asyncio
+
+    asyncio.set_event_loop(loop)
+    try:
+        while not loop.is_closed():
+            loop.run_forever()  # returns when the function calls loop.stop(): keep serving
+    except SystemExit as e:  # raised by a task that is no request's (each request's is caught)
+        _warn("SystemExit in the event loop thread")
+        _exit(_exit_status(e))
+    except BaseException as e:
+        _warn("the event loop thread failed: %r" % (e,))
+        _exit(1)
+    _warn("the event loop was closed by the function; exiting")
+    _exit(1)
+
+
+async def _settle(awaitable):
+    """Await on the loop thread; never raises there (SystemExit would stop the loop)."""
+    try:
+        return True, await awaitable
+    except BaseException as e:
+        return False, e
+
+
+def _await_threaded(awaitable):
+    import asyncio
+
+    # run_coroutine_threadsafe copies this thread's context: the task sees the request's _Req.
+    ok, value = asyncio.run_coroutine_threadsafe(_settle(awaitable), _threaded_loop()).result()
+    if ok:
+        return value
+    try:
+        raise value
+    finally:
+        value = None
+
+
 _decimal_token = None
 
 
@@ -707,23 +842,31 @@ def _encode_result(result):
 
 
 def _invoke(handler, msg):
-    global _cur_id, _cur_id_json
+    """Serve one invoke frame. Concurrency 1: in the main thread; > 1: in a worker thread."""
+    global _cur_req
     rid = msg.get("id")
     deadline = msg.get("deadline_ms")
     if not isinstance(deadline, (int, float)) or isinstance(deadline, bool):
         deadline = time.time() * 1000 + _TIMEOUT_SEC * 1000
-    with _lock:  # output written so far belongs to no request
-        _flush_streams()
-        _cur_id = rid
-        _cur_id_json = _dumps(rid) if not isinstance(rid, str) else _json_str(rid)
-    rid_json = _cur_id_json
+    req = _Req(rid)
+    rid_json = req.id_json
+    threaded = _req_var is not None
+    if threaded:
+        _req_var.set(req)  # this call runs in a context of its own (see _serve_concurrently)
+    else:
+        with _lock:  # output written so far belongs to no request
+            _flush_streams()
+            _cur_req = req
 
     frame = None
     exit_code = None
     try:
         result = handler(msg.get("event"), LambdaContext(rid, deadline))
         if getattr(type(result), "__await__", None) is not None:
-            result = _event_loop().run_until_complete(result)
+            if threaded:
+                result = _await_threaded(result)
+            else:
+                result = _event_loop().run_until_complete(result)
     except SystemExit as e:
         exit_code = _exit_status(e)
         error = ("Runtime.ExitError",
@@ -745,7 +888,10 @@ def _invoke(handler, msg):
             _STDERR.write(_error_log_text(*error))
             # sys.exit() in the handler ends the process: the supervisor must not reuse it.
             frame = _error_frame("error", rid_json, *error, fatal=exit_code is not None)
-        _flush_streams()
+        # all of this request's output goes before its reply (with concurrency > 1 the other
+        # requests' unfinished lines stay buffered)
+        flush_id = rid_json if threaded else None
+        _flush_streams(flush_id)
         try:
             sent = _send(frame)
         except OverflowError:
@@ -753,14 +899,23 @@ def _invoke(handler, msg):
             error = ("Function.ResponseSizeTooLarge",
                      "Response payload size exceeded the maximum frame size (%d bytes)" % MAX_FRAME, [])
             _STDERR.write(_error_log_text(*error))
-            _flush_streams()
+            _flush_streams(flush_id)
             sent = _send(_error_frame("error", rid_json, *error, fatal=exit_code is not None))
-        _cur_id = None
-        _cur_id_json = "null"
+        req.open = False
+        if not threaded:
+            _cur_req = None
     if exit_code is not None:
-        _exit(exit_code)
+        _exit(exit_code)  # with concurrency > 1 this ends the other requests too
     if not sent:
         _exit(0)  # supervisor gone
+
+
+def _invoke_in_worker(handler, msg):
+    try:
+        _invoke(handler, msg)
+    except BaseException as e:  # a shim bug: never leave the request unanswered
+        _warn("internal error serving an invoke: %r" % (e,))
+        _exit(1)
 
 
 def _exit(code):
@@ -775,6 +930,7 @@ def _exit(code):
 
 
 def _prepare():
+    _init_identity()
     code_dir = _code_dir()
     try:
         os.chdir(code_dir)
@@ -815,6 +971,46 @@ def check():
     os._exit(1)
 
 
+def _apply_load(msg, fd):
+    """Generic process: take on the function's identity from a `load` frame (see PROTOCOL.md)."""
+    handler = msg.get("handler")
+    code_dir = msg.get("code_dir")
+    deps_dir = msg.get("deps_dir")
+    env = msg.get("env")
+    concurrency = msg.get("concurrency")
+    if not (isinstance(handler, str) and isinstance(code_dir, str) and code_dir
+            and (deps_dir is None or isinstance(deps_dir, str))
+            and isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
+            and (concurrency is None or (type(concurrency) is int and concurrency >= 1))):
+        _fatal("protocol error: bad load frame (want handler: str, code_dir: str, deps_dir: str|null,"
+               " env: {str: str}, concurrency: int >= 1)")
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        # the frame's fields win over the same variables in env: the environment a normal start sees
+        os.environ["SLESS_CODE_DIR"] = code_dir
+        os.environ["SLESS_HANDLER"] = handler
+        if deps_dir:
+            os.environ["SLESS_DEPS_DIR"] = deps_dir
+        else:
+            os.environ.pop("SLESS_DEPS_DIR", None)
+        if concurrency is not None:
+            os.environ["SLESS_CONCURRENCY"] = str(concurrency)
+        os.environ["SLESS_CONTROL_FD"] = str(fd)
+    except (ValueError, TypeError) as e:  # "=" in a name, NUL bytes
+        _fatal("protocol error: bad load frame env: %s" % (e,))
+    # What the interpreter itself reads from the environment at start, as far as it can be redone
+    # (PROTOCOL.md lists what cannot: the pool process must be started with those).
+    if hasattr(time, "tzset"):
+        time.tzset()
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    extra = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if extra:
+        own_dir = os.path.dirname(os.path.abspath(_THIS_FILE))
+        at = 1 if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == own_dir else 0
+        sys.path[at:at] = [p for p in extra if p not in sys.path]
+
+
 def serve():
     global _fd
     try:
@@ -833,7 +1029,19 @@ def serve():
     sys.stdout = _STDOUT
     sys.stderr = _STDERR
     _setup_logging()
+
+    generic = "SLESS_HANDLER" not in os.environ
+    if generic:  # a warm pool process: interpreter up, no function yet
+        if not _send('{"type":"ready","generic":true}'):
+            _exit(0)
+        msg = _read_frame(fd)
+        if msg is None:
+            _exit(0)
+        if msg.get("type") != "load":
+            _fatal("protocol error: a generic process expects a load frame first, got %r" % (msg.get("type"),))
+        _apply_load(msg, fd)
     code_dir, entrypoint = _prepare()
+    concurrency = _concurrency()
 
     try:
         handler = _load_handler(entrypoint, code_dir)
@@ -851,6 +1059,8 @@ def serve():
         _flush_streams()
         if not _send('{"type":"ready"}'):
             _exit(0)
+    if concurrency > 1:
+        _serve_concurrently(fd, handler, concurrency)
     while True:
         msg = _read_frame(fd)
         if msg is None:
@@ -858,11 +1068,36 @@ def serve():
         if msg.get("type") == "invoke":
             _invoke(handler, msg)
         else:
-            try:
-                _write_all(2, ("sless python runtime: ignoring frame of type %r\n"
-                               % (msg.get("type"),)).encode("utf-8", "replace"))
-            except OSError:
-                pass
+            _unexpected_frame(msg)
+
+
+def _serve_concurrently(fd, handler, concurrency):
+    """Concurrency > 1: each invoke runs in a worker thread, in a context of its own."""
+    global _req_var
+    import contextvars
+
+    _req_var = contextvars.ContextVar("sless_request", default=None)
+    pool = None
+    while True:
+        msg = _read_frame(fd)
+        if msg is None:  # EOF: answer what was received, then exit
+            if pool is not None:
+                pool.shutdown(wait=True)
+            _exit(0)
+        if msg.get("type") == "invoke":
+            if pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="sless-invoke")
+            pool.submit(contextvars.copy_context().run, _invoke_in_worker, handler, msg)
+        else:
+            _unexpected_frame(msg)
+
+
+def _unexpected_frame(msg):
+    if msg.get("type") == "load":
+        _fatal("protocol error: load frame in a process that is not generic or already loaded")
+    _warn("ignoring frame of type %r" % (msg.get("type"),))
 
 
 def main(argv):

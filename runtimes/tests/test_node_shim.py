@@ -13,6 +13,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -51,10 +52,23 @@ def clean_env(code_dir, handler, extra=None, control_fd=True):
     return env
 
 
+def pool_env(extra=None):
+    """The environment of a generic (warm pool) process: no function yet."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": tempfile.gettempdir(),
+        "LANG": "C.UTF-8",
+        "TMPDIR": tempfile.gettempdir(),
+        "SLESS_CONTROL_FD": "3",
+    }
+    env.update(extra or {})
+    return env
+
+
 class Shim:
     """One running `node bootstrap.cjs` with the supervisor's end of the socket."""
 
-    def __init__(self, code_dir, handler, env=None, cwd=None):
+    def __init__(self, code_dir, handler, env=None, cwd=None, full_env=None):
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         child_fd = child.fileno()
 
@@ -70,7 +84,7 @@ class Shim:
         self.proc = subprocess.Popen(
             [NODE, BOOTSTRAP],
             cwd=cwd or code_dir,
-            env=clean_env(code_dir, handler, env),
+            env=full_env if full_env is not None else clean_env(code_dir, handler, env),
             stdin=subprocess.DEVNULL,
             stdout=self.out,
             stderr=self.err,
@@ -137,6 +151,19 @@ class Shim:
     def call(self, event=None, **kw):
         rid = self.invoke(event, **kw)
         return self.until_final(rid)
+
+    def until_all(self, rids):
+        """Every frame up to the answers to all of rids (in any order)."""
+        waiting = set(rids)
+        frames = []
+        while waiting:
+            f = self.recv()
+            if f is None:
+                raise AssertionError("EOF before the answers to %s; stderr: %s" % (sorted(waiting), self.stderr()))
+            frames.append(f)
+            if f["type"] in ("result", "error"):
+                waiting.discard(f["id"])
+        return frames
 
     def expect_ready(self):
         """Read up to the ready frame; returns the init log frames."""
@@ -863,6 +890,326 @@ class CheckMode(NodeShimTestCase):
         self.assertEqual(info["errorType"], "Runtime.ImportModuleError")
         info, _ = self.check_fails({"index.js": "throw new Error('init failed');"})
         self.assertEqual((info["errorType"], info["errorMessage"]), ("Error", "init failed"))
+
+
+# ------------------------------------------------------------------------------------------------
+def assert_logs_precede_answers(test, frames):
+    """Every log frame tagged with a request id comes before that request's answer."""
+    done = set()
+    for f in frames:
+        if f["type"] in ("result", "error"):
+            done.add(f["id"])
+        elif f["type"] == "log" and f["id"] is not None:
+            test.assertNotIn(f["id"], done, f)
+
+
+def logs_of(frames, rid, stream=None):
+    return "".join(f["data"] for f in frames
+                   if f["type"] == "log" and f["id"] == rid and (stream is None or f["stream"] == stream))
+
+
+class Concurrency(NodeShimTestCase):
+    """SLESS_CONCURRENCY > 1: handlers overlap on the event loop, output tagged through AsyncLocalStorage."""
+
+    def overlap(self, shim, ids, events=None, deadlines=None):
+        started = time.monotonic()
+        for i, rid in enumerate(ids):
+            shim.invoke(events[i] if events else None, rid=rid, deadline_ms=deadlines[i] if deadlines else None)
+        frames = shim.until_all(ids)
+        elapsed = time.monotonic() - started
+        assert_logs_precede_answers(self, frames)
+        for f in frames:  # no request's id in another request's output
+            if f["type"] == "log" and f["id"] in ids:
+                for other in ids:
+                    if other != f["id"]:
+                        self.assertNotIn(other, f["data"], f)
+        finals = {f["id"]: f for f in frames if f["type"] in ("result", "error")}
+        return frames, finals, elapsed
+
+    def test_three_async_invokes_overlap(self):
+        shim = self.start(
+            {
+                "index.js": """
+                const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+                exports.handler = async (event, context) => {
+                  const id = context.awsRequestId;
+                  console.log("start", id);
+                  setTimeout(() => console.log("timer", id), 100);
+                  await sleep(500);
+                  process.stderr.write(`err ${id}\n`);
+                  console.log("end", id);
+                  return { id, event, remaining: context.getRemainingTimeInMillis(),
+                           waits: context.callbackWaitsForEmptyEventLoop };
+                };
+                """
+            },
+            env={"SLESS_CONCURRENCY": "3"},
+        )
+        ids = ["c1", "c2", "c3"]
+        now = now_ms()
+        frames, finals, elapsed = self.overlap(shim, ids, events=[1, 2, 3], deadlines=[now + 3000 * (i + 1) for i in range(3)])
+        self.assertLess(elapsed, 1.2, "3 x 0.5 s handlers did not overlap")
+        for i, rid in enumerate(ids):
+            r = finals[rid]["result"]
+            self.assertEqual((r["id"], r["event"], r["waits"]), (rid, i + 1, False))
+            self.assertTrue(3000 * (i + 1) - 1500 < r["remaining"] <= 3000 * (i + 1) - 400, r)
+            self.assertEqual(logs_of(frames, rid, "stdout"), "start %s\ntimer %s\nend %s\n" % (rid, rid, rid))
+            self.assertEqual(logs_of(frames, rid, "stderr"), "err %s\n" % rid)
+        self.assertEqual(logs_of(frames, None), "")
+        self.assertEqual(shim.call("again")[1]["result"]["event"], "again")
+
+    def test_callback_style_answers_without_waiting_for_the_loop(self):
+        shim = self.start(
+            {
+                "index.js": """
+                exports.handler = (event, context, callback) => {
+                  const id = context.awsRequestId;
+                  setTimeout(() => console.log("late", id), 800);  // does not hold the answer back
+                  setTimeout(() => { console.log("cb", id); callback(null, id); }, 500);
+                };
+                """
+            },
+            env={"SLESS_CONCURRENCY": "3"},
+        )
+        ids = ["k1", "k2", "k3"]
+        frames, finals, elapsed = self.overlap(shim, ids)
+        self.assertLess(elapsed, 1.2, "3 x 0.5 s handlers did not overlap")
+        for rid in ids:
+            self.assertEqual(finals[rid]["result"], rid)
+            # answered before its 800 ms timer ran: the answer did not wait for the event loop
+            self.assertEqual(logs_of(frames, rid), "cb %s\n" % rid)
+        self.assertNotIn("late", "".join(f.get("data", "") for f in frames))
+        # what a request left running logs afterwards belongs to no request
+        late = sorted(shim.recv()["data"] for _ in ids)
+        self.assertEqual(late, ["late %s\n" % rid for rid in ids])
+        self.assertTrue(all(f["id"] is None for f in shim.frames[-3:]))
+
+    def test_unsettled_requests_answer_null_when_the_loop_runs_dry(self):
+        shim = self.start(
+            {
+                "index.js": """
+                exports.handler = function (event) {
+                  if (event === "never") return new Promise(() => {});
+                  if (event === "slow") return new Promise((r) => setTimeout(() => r("slow done"), 300));
+                  console.log("side effect");  // returns nothing and has no callback
+                };
+                """
+            },
+            env={"SLESS_CONCURRENCY": "3"},
+        )
+        frames, finals, _ = self.overlap(shim, ["n1", "n2", "n3"], events=["never", "slow", "nothing"])
+        self.assertEqual({rid: f["result"] for rid, f in finals.items()}, {"n1": None, "n2": "slow done", "n3": None})
+        order = [f["id"] for f in frames if f["type"] == "result"]
+        self.assertEqual(order.index("n2"), 0, order)  # the others only once nothing could happen any more
+        self.assertEqual(logs_of(frames, "n3"), "side effect\n")
+
+    def test_uncaught_exception_fails_its_own_request_and_exits(self):
+        shim = self.start(
+            {
+                "index.js": """
+                exports.handler = async (event, context) => {
+                  if (event === "boom") setTimeout(() => { throw new RangeError("kaboom " + context.awsRequestId); }, 50);
+                  await new Promise((r) => setTimeout(r, event === "boom" ? 5000 : 3000));
+                  return "late";
+                };
+                """
+            },
+            env={"SLESS_CONCURRENCY": "2"},
+        )
+        shim.invoke("slow", rid="u1")
+        shim.invoke("boom", rid="u2")
+        frames = shim.drain()
+        finals = [f for f in frames if f["type"] in ("result", "error")]
+        self.assertEqual(len(finals), 1, frames)
+        f = finals[0]
+        self.assertEqual((f["id"], f["errorType"], f["errorMessage"], f.get("fatal")), ("u2", "RangeError", "kaboom u2", True))
+        self.assertIn("kaboom u2", logs_of(frames, "u2", "stderr"))
+        self.assertEqual(shim.wait(), 1)
+
+    def test_process_exit_fails_the_request_that_called_it(self):
+        shim = self.start(
+            {
+                "index.js": """
+                exports.handler = async (event) => {
+                  await new Promise((r) => setTimeout(r, event === "exit" ? 50 : 3000));
+                  if (event === "exit") process.exit(3);
+                  return "late";
+                };
+                """
+            },
+            env={"SLESS_CONCURRENCY": "2"},
+        )
+        shim.invoke("slow", rid="x1")
+        shim.invoke("exit", rid="x2")
+        finals = [f for f in shim.drain() if f["type"] in ("result", "error")]
+        self.assertEqual([(f["id"], f["errorType"], f.get("fatal")) for f in finals], [("x2", "Runtime.ExitError", True)])
+        self.assertEqual(shim.wait(), 3)
+
+    def test_pipelined_invokes_then_eof(self):
+        shim = self.start(
+            {"index.js": "exports.handler = async (e) => { await new Promise(r => setTimeout(r, 100)); return e * 10; };"},
+            env={"SLESS_CONCURRENCY": "2"},
+            ready=False,
+        )
+        ids = [shim.invoke(i) for i in range(5)]
+        shim.sock.shutdown(socket.SHUT_WR)
+        frames = shim.drain()
+        self.assertEqual(shim.wait(), 0)
+        self.assertEqual(frames[0]["type"], "ready")
+        self.assertEqual({f["id"]: f["result"] for f in frames if f["type"] == "result"}, {rid: i * 10 for i, rid in enumerate(ids)})
+
+    def test_bad_value_serves_one_at_a_time(self):
+        shim = self.start({"index.js": "exports.handler = async (e, c) => c.callbackWaitsForEmptyEventLoop;"},
+                          env={"SLESS_CONCURRENCY": "lots"})
+        self.assertIs(shim.call({})[1]["result"], True)
+        self.assertIn("SLESS_CONCURRENCY", shim.stderr())
+
+
+# ------------------------------------------------------------------------------------------------
+class Generic(NodeShimTestCase):
+    """A warm pool process: started without a function, specialised by a `load` frame."""
+
+    maxDiff = None
+    FILES = {
+        "src/app.js": """
+        const greeter = require("greeter");  // found through NODE_PATH
+        console.log("imported", process.env.MY_VAR);
+        exports.handler = async (event, context) => ({
+          env: { ...process.env },
+          cwd: process.cwd(),
+          greet: greeter.greet("x"),
+          event,
+          remaining: context.getRemainingTimeInMillis(),
+          context: {
+            awsRequestId: context.awsRequestId, functionName: context.functionName,
+            functionVersion: context.functionVersion, memoryLimitInMB: context.memoryLimitInMB,
+            invokedFunctionArn: context.invokedFunctionArn, logGroupName: context.logGroupName,
+            logStreamName: context.logStreamName,
+            callbackWaitsForEmptyEventLoop: context.callbackWaitsForEmptyEventLoop,
+          },
+        });
+        """,
+        "vendor/greeter.js": "exports.greet = (n) => `hi ${n}`;",
+    }
+
+    def start_generic(self, files, extra_env=None):
+        root = os.path.realpath(self.code(files))
+        shim = Shim(root, None, cwd="/", full_env=pool_env(extra_env))
+        self.addCleanup(shim.close)
+        f = shim.recv()
+        self.assertEqual(f, {"type": "ready", "generic": True}, shim.stderr())
+        return shim, root
+
+    def load(self, shim, root, handler, env, concurrency=1):
+        started = time.monotonic()
+        shim.send({"type": "load", "handler": handler, "code_dir": root, "deps_dir": None,
+                   "env": env, "concurrency": concurrency})
+        frames = []
+        while True:
+            f = shim.recv()
+            if f is None:
+                break
+            frames.append(f)
+            if f["type"] in ("ready", "init_error"):
+                break
+        sys.stderr.write("\n    [node] generic load -> %s: %.1f ms " % (
+            frames[-1]["type"] if frames else "EOF", (time.monotonic() - started) * 1000))
+        return frames
+
+    def function_env(self, root, **extra):
+        return clean_env(root, "src/app.handler", dict(
+            {"MY_VAR": "loaded", "SLESS_CONCURRENCY": "1", "NODE_PATH": os.path.join(root, "vendor"),
+             "SLESS_NAMESPACE": "testns"}, **extra))
+
+    def test_load_then_invoke_like_a_normal_start(self):
+        shim, root = self.start_generic(self.FILES, {"POOL_ONLY": "1", "MY_VAR": "pool"})
+        env = self.function_env(root)
+        env.pop("SLESS_CONTROL_FD")
+        frames = self.load(shim, root, "src/app.handler", env)
+        self.assertEqual(frames[-1], {"type": "ready"}, shim.stderr())
+        self.assertEqual(stdout_text(frames[:-1]), "imported loaded\n")
+        _, f = shim.call({"x": 1}, rid="g1", deadline_ms=now_ms() + 3000)
+        r = f["result"]
+
+        normal = Shim(root, None, full_env=self.function_env(root))
+        self.addCleanup(normal.close)
+        normal.expect_ready()
+        n = normal.call({"x": 1}, rid="g1")[1]["result"]
+
+        self.assertNotIn("POOL_ONLY", r["env"])
+        self.assertEqual(r["env"]["MY_VAR"], "loaded")
+        self.assertEqual(r["env"]["SLESS_CONTROL_FD"], "3")
+        self.assertEqual(r["env"]["LAMBDA_TASK_ROOT"], root)
+        self.assertEqual(r["env"]["AWS_LAMBDA_LOG_STREAM_NAME"], r["context"]["logStreamName"])
+        self.assertNotEqual(r["context"]["logStreamName"], n["context"]["logStreamName"])  # random per process
+        for x in (r, n):
+            x["env"].pop("AWS_LAMBDA_LOG_STREAM_NAME")
+            x["context"].pop("logStreamName")
+        self.assertEqual(r["env"], n["env"])
+        self.assertEqual(r["context"], n["context"])
+        self.assertEqual(r["cwd"], root)
+        self.assertEqual(r["greet"], "hi x")
+        self.assertEqual(r["event"], {"x": 1})
+        self.assertTrue(0 < r["remaining"] <= 3000)
+        self.assertEqual(r["context"]["functionName"], "fn")
+        self.assertEqual(r["context"]["memoryLimitInMB"], "256")
+        self.assertEqual(r["context"]["invokedFunctionArn"], "arn:aws:lambda:local:testns:function:fn")
+        self.assertIs(r["context"]["callbackWaitsForEmptyEventLoop"], True)
+        self.assertEqual(shim.call(2)[1]["result"]["event"], 2)
+        shim.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(shim.drain(), [])
+        self.assertEqual(shim.wait(), 0)
+        self.assertEqual(shim.stderr(), "")
+
+    def test_load_with_concurrency_and_pipelined_invokes(self):
+        shim, root = self.start_generic(
+            {"index.js": "exports.handler = async (e, c) => { console.log('in', c.awsRequestId); await new Promise(r => setTimeout(r, 500)); return c.awsRequestId; };"}
+        )
+        env = clean_env(root, "index.handler")
+        started = time.monotonic()
+        shim.send({"type": "load", "handler": "index.handler", "code_dir": root, "deps_dir": None, "env": env, "concurrency": 3})
+        ids = [shim.invoke() for _ in range(3)]  # sent before ready: queued until the handler is loaded
+        frames = shim.until_all(ids)
+        self.assertLess(time.monotonic() - started, 1.2)
+        self.assertEqual(frames[0], {"type": "ready"})
+        assert_logs_precede_answers(self, frames)
+        for f in frames[1:]:
+            if f["type"] == "result":
+                self.assertEqual(f["result"], f["id"])
+            else:
+                self.assertEqual(f["data"], "in %s\n" % f["id"])
+
+    def test_import_error_at_load(self):
+        shim, root = self.start_generic({"index.js": "require('no-such-package-xyz'); exports.handler = () => 1;"})
+        frames = self.load(shim, root, "index.handler", clean_env(root, "index.handler"))
+        f = frames[-1]
+        self.assertEqual(f["type"], "init_error", frames)
+        self.assertEqual(f["errorType"], "Runtime.ImportModuleError")
+        self.assertIn("no-such-package-xyz", f["errorMessage"])
+        self.assertIn("Runtime.ImportModuleError", logs_of(frames, None, "stderr"))
+        self.assertEqual(shim.drain(), [])
+        self.assertEqual(shim.wait(), 1)
+
+    def test_invoke_before_load_is_a_protocol_error(self):
+        shim, _ = self.start_generic({})
+        shim.invoke({})
+        self.assertEqual(shim.drain(), [])
+        self.assertEqual(shim.wait(), 1)
+        self.assertIn("protocol error", shim.stderr())
+
+    def test_eof_before_load_exits_quietly(self):
+        shim, _ = self.start_generic({})
+        shim.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(shim.drain(), [])
+        self.assertEqual(shim.wait(), 0)
+        self.assertEqual(shim.stderr(), "")
+
+    def test_load_in_a_normal_process_is_a_protocol_error(self):
+        shim = self.start({"index.js": "exports.handler = () => 1;"})
+        shim.send({"type": "load", "handler": "index.handler", "code_dir": "/", "deps_dir": None, "env": {}, "concurrency": 1})
+        self.assertEqual(shim.drain(), [])
+        self.assertEqual(shim.wait(), 1)
+        self.assertIn("protocol error", shim.stderr())
 
 
 # ------------------------------------------------------------------------------------------------

@@ -57,10 +57,23 @@ def write_files(root, files):
             f.write(textwrap.dedent(text))
 
 
+def pool_env(extra=None):
+    """The environment of a generic (warm pool) process: no function yet."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": tempfile.gettempdir(),
+        "LANG": "C.UTF-8",
+        "TMPDIR": tempfile.gettempdir(),
+        "SLESS_CONTROL_FD": "3",
+    }
+    env.update(extra or {})
+    return env
+
+
 class Shim(object):
     """One shim process with the child end of a socketpair at fd 3."""
 
-    def __init__(self, code_dir, handler, env=None, cwd=None):
+    def __init__(self, code_dir, handler, env=None, cwd=None, full_env=None):
         self.sock, child = socket.socketpair()
         # Put the child end at descriptor 3 for the duration of the spawn (restoring whatever
         # the test process had there) and pass exactly that descriptor.
@@ -75,7 +88,7 @@ class Shim(object):
             self.proc = subprocess.Popen(
                 [PYTHON, BOOTSTRAP],
                 cwd=cwd or code_dir,
-                env=clean_env(code_dir, handler, env),
+                env=full_env if full_env is not None else clean_env(code_dir, handler, env),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -131,11 +144,24 @@ class Shim(object):
     def ready(self):
         return self.until(lambda f: f["type"] in ("ready", "init_error"))
 
-    def invoke(self, rid, event=None, deadline_ms=None):
+    def send_invoke(self, rid, event=None, deadline_ms=None):
         if deadline_ms is None:
             deadline_ms = int(time.time() * 1000) + 5000
         self.send({"type": "invoke", "id": rid, "deadline_ms": deadline_ms, "event": event})
+
+    def invoke(self, rid, event=None, deadline_ms=None):
+        self.send_invoke(rid, event, deadline_ms)
         return self.until(lambda f: f["type"] in ("result", "error") and f.get("id") == rid)
+
+    def until_all(self, rids):
+        """Frames up to the reply to every one of rids (answered in any order)."""
+        waiting = set(rids)
+
+        def last(f):
+            if f["type"] in ("result", "error"):
+                waiting.discard(f.get("id"))
+            return not waiting
+        return self.until(last)
 
     def finish(self):
         """Close our end (EOF for the shim) and collect exit code, stdout, stderr."""
@@ -620,6 +646,345 @@ class TestServe(ShimTestCase):
         r = shim.invoke("big", big)[-1]["result"]
         self.assertEqual(r["len"], len(big))
         self.assertEqual(r["back"], big)
+
+
+def assert_logs_precede_replies(test, frames):
+    """Every log frame tagged with a request id comes before that request's reply."""
+    done = set()
+    for f in frames:
+        if f["type"] in ("result", "error"):
+            done.add(f["id"])
+        elif f["type"] == "log" and f["id"] is not None:
+            test.assertNotIn(f["id"], done, f)
+
+
+class TestConcurrency(ShimTestCase):
+    """SLESS_CONCURRENCY > 1: invokes overlap, each reply and log frame carries its own id."""
+
+    def overlap(self, shim, ids, event=None):
+        started = time.monotonic()
+        for rid in ids:
+            shim.send_invoke(rid, event)
+        frames = shim.until_all(ids)
+        elapsed = time.monotonic() - started
+        finals = {f["id"]: f for f in frames if f["type"] in ("result", "error")}
+        self.assertEqual(set(finals), set(ids))
+        assert_logs_precede_replies(self, frames)
+        for f in frames:  # no request's id in another request's output
+            if f["type"] == "log" and f["id"] in ids:
+                for other in ids:
+                    if other != f["id"]:
+                        self.assertNotIn(other, f["data"], f)
+        return frames, finals, elapsed
+
+    def test_three_sync_invokes_overlap(self):
+        shim = self.start_ready({"main.py": """
+            import sys, threading, time
+            def handler(event, context):
+                rid = context.aws_request_id
+                print("start", rid)
+                sys.stdout.write("partial " + rid)  # an unfinished line stays this request's
+                time.sleep(0.5)
+                print(" end", rid)
+                print("err", rid, file=sys.stderr)
+                return {"id": rid, "event": event,
+                        "main_thread": threading.current_thread() is threading.main_thread()}
+        """}, "main.handler", env={"SLESS_CONCURRENCY": "3"})
+        ids = ["c1", "c2", "c3"]
+        frames, finals, elapsed = self.overlap(shim, ids, event="e")
+        self.assertLess(elapsed, 1.2, "3 x 0.5 s handlers did not overlap")
+        for rid in ids:
+            self.assertEqual(finals[rid]["result"], {"id": rid, "event": "e", "main_thread": False})
+            self.assertEqual(logs(frames, rid, "stdout"), "start %s\npartial %s end %s\n" % (rid, rid, rid))
+            self.assertEqual(logs(frames, rid, "stderr"), "err %s\n" % rid)
+        self.assertEqual(logs(frames, None), "")
+        # the instance keeps serving, and with less than three at once too
+        self.assertEqual(shim.invoke("c4", 1)[-1]["result"]["id"], "c4")
+        code, out, err = shim.finish()
+        self.assertEqual((code, err), (0, ""))
+
+    def test_three_async_invokes_overlap_on_one_loop(self):
+        shim = self.start_ready({"main.py": """
+            import asyncio, logging, threading
+            logging.getLogger().setLevel(logging.INFO)
+            loops = set()
+            async def handler(event, context):
+                rid = context.aws_request_id
+                print("start", rid)
+                await asyncio.sleep(0.5)
+                logging.info("done %s", rid)
+                loops.add(id(asyncio.get_running_loop()))
+                return {"id": rid, "remaining": context.get_remaining_time_in_millis(),
+                        "thread": threading.current_thread().name, "loops": len(loops)}
+        """}, "main.handler", env={"SLESS_CONCURRENCY": "3"})
+        ids = ["a1", "a2", "a3"]
+        now = int(time.time() * 1000)
+        started = time.monotonic()
+        for i, rid in enumerate(ids):  # a different deadline each: remaining time is per request
+            shim.send_invoke(rid, None, deadline_ms=now + 3000 * (i + 1))
+        frames = shim.until_all(ids)
+        elapsed = time.monotonic() - started
+        self.assertLess(elapsed, 1.2, "3 x 0.5 s async handlers did not overlap")
+        assert_logs_precede_replies(self, frames)
+        finals = {f["id"]: f["result"] for f in frames if f["type"] == "result"}
+        self.assertEqual(set(finals), set(ids), frames)
+        for i, rid in enumerate(ids):
+            r = finals[rid]
+            self.assertEqual(r["id"], rid)
+            self.assertEqual(r["thread"], "sless-asyncio")
+            self.assertEqual(r["loops"], 1)
+            self.assertTrue(3000 * (i + 1) - 1500 < r["remaining"] <= 3000 * (i + 1) - 400, r)
+            out = logs(frames, rid, "stdout")
+            self.assertTrue(out.startswith("start %s\n" % rid), out)
+            self.assertRegex(out, r"\n\[INFO\]\t\S+Z\t%s\tdone %s\n$" % (rid, rid))
+
+    def test_async_exception_and_exit_with_concurrency(self):
+        shim = self.start_ready({"main.py": """
+            import asyncio, sys
+            async def handler(event, context):
+                await asyncio.sleep(0.01)
+                if event == "raise":
+                    raise KeyError("nope")
+                if event == "slow":
+                    await asyncio.sleep(5)
+                if event == "exit":
+                    sys.exit(4)
+                return event
+        """}, "main.handler", env={"SLESS_CONCURRENCY": "2"})
+        err = shim.invoke("k1", "raise")[-1]
+        self.assertEqual((err["type"], err["errorType"]), ("error", "KeyError"))
+        self.assertNotIn("fatal", err)
+        self.assertIn("main.py", err["stackTrace"][0])
+        self.assertFalse(any("asyncio" in s or "bootstrap.py" in s or "concurrent" in s
+                             for s in err["stackTrace"]), err)
+        self.assertEqual(shim.invoke("k2", "fine")[-1]["result"], "fine")
+        # a fatal error ends the process; the supervisor fails the other requests in flight
+        shim.send_invoke("k3", "slow")
+        frames = shim.invoke("k4", "exit")
+        self.assertEqual((frames[-1]["errorType"], frames[-1].get("fatal")), ("Runtime.ExitError", True))
+        self.assertIsNone(shim.recv())  # EOF: no answer for k3
+        self.assertEqual(shim.proc.wait(timeout=IO_TIMEOUT), 4)
+
+    def test_sync_exit_with_concurrency_is_fatal(self):
+        shim = self.start_ready({"main.py": """
+            import sys, time
+            def handler(event, context):
+                if event == "slow":
+                    time.sleep(5)
+                print("bye")
+                sys.exit(3)
+        """}, "main.handler", env={"SLESS_CONCURRENCY": "2"})
+        shim.send_invoke("s1", "slow")
+        frames = shim.invoke("s2", "exit")
+        self.assertEqual((frames[-1]["errorType"], frames[-1].get("fatal")), ("Runtime.ExitError", True))
+        self.assertEqual(logs(frames, "s2", "stdout"), "bye\n")
+        self.assertEqual(shim.proc.wait(timeout=IO_TIMEOUT), 3)
+
+    def test_output_left_behind_after_reply_has_no_id(self):
+        shim = self.start_ready({"main.py": """
+            import asyncio
+            async def later(rid):
+                await asyncio.sleep(0.2)
+                print("late from", rid)
+            async def handler(event, context):
+                if event == "spawn":
+                    asyncio.ensure_future(later(context.aws_request_id))  # inherits the request
+                    return "spawned"
+                await asyncio.sleep(0.5)
+                return "waited"
+        """}, "main.handler", env={"SLESS_CONCURRENCY": "2"})
+        self.assertEqual(shim.invoke("b1", "spawn")[-1]["result"], "spawned")
+        frames = shim.invoke("b2", "wait")
+        self.assertEqual(frames[-1]["result"], "waited")
+        late = [f for f in frames if f["type"] == "log" and "late from" in f["data"]]
+        self.assertEqual([(f["id"], f["data"]) for f in late], [(None, "late from b1\n")])
+
+    def test_eof_answers_requests_in_flight(self):
+        shim = self.start_ready({"main.py": """
+            import time
+            def handler(event, context):
+                time.sleep(0.2)
+                return event * 10
+        """}, "main.handler", env={"SLESS_CONCURRENCY": "2"})
+        for i in range(5):
+            shim.send_invoke("q%d" % i, i)
+        shim.sock.shutdown(socket.SHUT_WR)
+        finals = {}
+        while True:
+            f = shim.recv()
+            if f is None:
+                break
+            if f["type"] == "result":
+                finals[f["id"]] = f["result"]
+        self.assertEqual(finals, {"q%d" % i: i * 10 for i in range(5)})
+        self.assertEqual(shim.proc.wait(timeout=IO_TIMEOUT), 0)
+
+    def test_concurrency_one_runs_in_main_thread(self):
+        files = {"main.py": """
+            import sys, threading
+            def handler(event, context):
+                return [threading.current_thread() is threading.main_thread(),
+                        "concurrent.futures" in sys.modules]
+        """}
+        for value in ("1", None, "not a number"):
+            env = {"SLESS_CONCURRENCY": value} if value is not None else {}
+            shim = self.start_ready(files, "main.handler", env=env)
+            self.assertEqual(shim.invoke("m1")[-1]["result"], [True, False], value)
+            code, _, err = shim.finish()
+            self.assertEqual(code, 0)
+            if value == "not a number":
+                self.assertIn("SLESS_CONCURRENCY", err)
+            else:
+                self.assertEqual(err, "")
+
+
+class TestGeneric(ShimTestCase):
+    """A warm pool process: started without a function, specialised by a `load` frame."""
+
+    maxDiff = None
+
+    FILES = {
+        "src/app.py": """
+            import os, sys
+            import somedep
+            print("imported", os.environ.get("MY_VAR"))
+            def handler(event, context):
+                return {
+                    "environ": dict(os.environ),
+                    "cwd": os.getcwd(),
+                    "sys_path": sys.path,
+                    "dont_write_bytecode": sys.dont_write_bytecode,
+                    "dep": somedep.VALUE,
+                    "context": {k: getattr(context, k) for k in (
+                        "aws_request_id", "function_name", "function_version", "memory_limit_in_mb",
+                        "invoked_function_arn", "log_group_name", "log_stream_name")},
+                    "remaining": context.get_remaining_time_in_millis(),
+                    "event": event,
+                }
+        """,
+        ".deps/somedep/__init__.py": "VALUE = 'dep'\n",
+        "vendor/.keep": "",
+    }
+
+    def start_generic(self, files, extra_env=None):
+        write_files(self.code, files)
+        shim = Shim(self.code, None, cwd=tempfile.gettempdir(), full_env=pool_env(extra_env))
+        self.shims.append(shim)
+        self.assertEqual(shim.recv(), {"type": "ready", "generic": True})
+        return shim
+
+    def load(self, shim, handler, env, concurrency=1, deps_dir=None):
+        started = time.monotonic()
+        shim.send({"type": "load", "handler": handler, "code_dir": self.code, "deps_dir": deps_dir,
+                   "env": env, "concurrency": concurrency})
+        frames = shim.ready()
+        sys.stderr.write("\n    [python] generic load -> %s: %.1f ms " % (
+            frames[-1]["type"], (time.monotonic() - started) * 1000))
+        return frames
+
+    def function_env(self, deps):
+        return clean_env(self.code, "src/app.handler", {
+            "MY_VAR": "loaded", "SLESS_DEPS_DIR": deps, "SLESS_CONCURRENCY": "1",
+            "PYTHONPATH": os.path.join(self.code, "vendor")})
+
+    def test_load_then_invoke_like_a_normal_start(self):
+        deps = os.path.join(self.code, ".deps")
+        shim = self.start_generic(self.FILES, {"POOL_ONLY": "1", "MY_VAR": "pool"})
+        env = self.function_env(deps)
+        env.pop("SLESS_CONTROL_FD")
+        frames = self.load(shim, "src/app.handler", env, deps_dir=deps)
+        self.assertEqual(frames[-1], {"type": "ready"}, frames)
+        self.assertEqual(logs(frames, None, "stdout"), "imported loaded\n")
+        r = shim.invoke("g1", {"x": 1}, deadline_ms=int(time.time() * 1000) + 3000)[-1]["result"]
+
+        # the same function started normally
+        normal = Shim(self.code, None, full_env=self.function_env(deps))
+        self.shims.append(normal)
+        self.assertEqual(normal.ready()[-1], {"type": "ready"})
+        n = normal.invoke("g1", {"x": 1})[-1]["result"]
+
+        self.assertNotIn("POOL_ONLY", r["environ"])
+        self.assertEqual(r["environ"]["MY_VAR"], "loaded")
+        self.assertEqual(r["environ"]["SLESS_CONTROL_FD"], "3")
+        self.assertEqual(r["environ"]["LAMBDA_TASK_ROOT"], self.code)
+        self.assertEqual(r["environ"]["AWS_LAMBDA_LOG_STREAM_NAME"], r["context"]["log_stream_name"])
+        for e in (r["environ"], n["environ"]):
+            e.pop("AWS_LAMBDA_LOG_STREAM_NAME")  # random per process
+        self.assertEqual(r["environ"], n["environ"])
+        self.assertEqual(r["cwd"], self.code)
+        self.assertEqual(r["sys_path"], n["sys_path"])
+        self.assertEqual(r["sys_path"][:3], [os.path.join(self.code, "src"), self.code, deps])
+        self.assertIn(os.path.join(self.code, "vendor"), r["sys_path"])
+        self.assertEqual(r["dont_write_bytecode"], n["dont_write_bytecode"])
+        self.assertEqual(r["dep"], "dep")
+        self.assertEqual(r["event"], {"x": 1})
+        self.assertTrue(0 < r["remaining"] <= 3000)
+        self.assertRegex(r["context"]["log_stream_name"], r"^\d{4}/\d\d/\d\d/\[7\][0-9a-f]{32}$")
+        self.assertNotEqual(r["context"]["log_stream_name"], n["context"]["log_stream_name"])
+        for c in (r["context"], n["context"]):
+            c.pop("log_stream_name")
+        self.assertEqual(r["context"], n["context"])
+        self.assertEqual(r["context"]["invoked_function_arn"], "arn:aws:lambda:local:testns:function:fn")
+        self.assertEqual(r["context"]["memory_limit_in_mb"], 256)
+        self.assertEqual(shim.invoke("g2", 2)[-1]["result"]["event"], 2)
+        code, _, err = shim.finish()
+        self.assertEqual((code, err), (0, ""))
+
+    def test_load_with_concurrency(self):
+        shim = self.start_generic({"main.py": """
+            import threading, time
+            def handler(event, context):
+                print("in", context.aws_request_id)
+                time.sleep(0.5)
+                return [context.aws_request_id, threading.current_thread().name.startswith("sless-invoke")]
+        """})
+        env = clean_env(self.code, "main.handler")
+        self.assertEqual(self.load(shim, "main.handler", env, concurrency=3)[-1], {"type": "ready"})
+        ids = ["p1", "p2", "p3"]
+        started = time.monotonic()
+        for rid in ids:
+            shim.send_invoke(rid)
+        frames = shim.until_all(ids)
+        self.assertLess(time.monotonic() - started, 1.2)
+        assert_logs_precede_replies(self, frames)
+        for f in frames:
+            if f["type"] == "result":
+                self.assertEqual(f["result"], [f["id"], True])
+            elif f["type"] == "log":
+                self.assertEqual(f["data"], "in %s\n" % f["id"])
+
+    def test_import_error_at_load(self):
+        shim = self.start_generic({"main.py": "import nonexistent_mod_xyz\ndef handler(e, c): pass\n"})
+        frames = self.load(shim, "main.handler", clean_env(self.code, "main.handler"))
+        f = frames[-1]
+        self.assertEqual(f["type"], "init_error", frames)
+        self.assertEqual(f["errorType"], "Runtime.ImportModuleError")
+        self.assertEqual(f["errorMessage"],
+                         "Unable to import module 'main': No module named 'nonexistent_mod_xyz'")
+        self.assertIn("[ERROR] Runtime.ImportModuleError", logs(frames, None, "stderr"))
+        self.assertEqual(shim.proc.wait(timeout=IO_TIMEOUT), 1)
+
+    def test_invoke_before_load_is_a_protocol_error(self):
+        shim = self.start_generic({})
+        shim.send_invoke("too-early")
+        self.assertIsNone(shim.recv())
+        code, _, err = shim.finish()
+        self.assertEqual(code, 1)
+        self.assertIn("protocol error", err)
+
+    def test_eof_before_load_exits_quietly(self):
+        shim = self.start_generic({})
+        code, out, err = shim.finish()
+        self.assertEqual((code, out, err), (0, "", ""))
+
+    def test_load_in_a_normal_process_is_a_protocol_error(self):
+        shim = self.start_ready({"main.py": "def handler(e, c): return 1\n"}, "main.handler")
+        shim.send({"type": "load", "handler": "main.handler", "code_dir": self.code, "deps_dir": None,
+                   "env": {}, "concurrency": 1})
+        self.assertIsNone(shim.recv())
+        code, _, err = shim.finish()
+        self.assertEqual(code, 1)
+        self.assertIn("protocol error", err)
 
 
 class TestInitErrors(ShimTestCase):
