@@ -43,6 +43,13 @@ pub struct FunctionSpec {
     /// Calls one instance serves at once (1–100, default 1).
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
+    /// Most instances at once (1–1000); `None`: the server's default.
+    #[serde(default)]
+    pub max_instances: Option<u32>,
+    /// Seconds an idle instance is kept before it stops (1–86400); `None`: the server's
+    /// default (300 s).
+    #[serde(default)]
+    pub idle_timeout_sec: Option<u32>,
 }
 
 fn default_concurrency() -> u32 {
@@ -63,7 +70,16 @@ impl FunctionSpec {
         for key in obj.keys() {
             let known = matches!(
                 key.as_str(),
-                "name" | "runtime" | "entrypoint" | "memory_mb" | "timeout_sec" | "env" | "enabled" | "concurrency"
+                "name"
+                    | "runtime"
+                    | "entrypoint"
+                    | "memory_mb"
+                    | "timeout_sec"
+                    | "env"
+                    | "enabled"
+                    | "concurrency"
+                    | "max_instances"
+                    | "idle_timeout_sec"
             ) || READ_ONLY.contains(&key.as_str());
             if !known {
                 return Err(Error::field(key, "unknown field"));
@@ -89,7 +105,28 @@ impl FunctionSpec {
             Some(_) => return Err(Error::field("enabled", "must be true or false")),
         };
         let concurrency = optional_u32(obj, "concurrency", 1, CONCURRENCY_RANGE)?;
-        Ok((name, FunctionSpec { runtime, entrypoint, memory_mb, timeout_sec, env, enabled, concurrency }))
+        let max_instances = match obj.get("max_instances") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(optional_u32(obj, "max_instances", 1, 1..=1000)?),
+        };
+        let idle_timeout_sec = match obj.get("idle_timeout_sec") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(optional_u32(obj, "idle_timeout_sec", 300, 1..=86_400)?),
+        };
+        Ok((
+            name,
+            FunctionSpec {
+                runtime,
+                entrypoint,
+                memory_mb,
+                timeout_sec,
+                env,
+                enabled,
+                concurrency,
+                max_instances,
+                idle_timeout_sec,
+            },
+        ))
     }
 
     /// Applies a JSON merge patch (RFC 7396) to this spec and validates the result.

@@ -35,6 +35,13 @@ pub struct LocalConfig {
     pub max_instances_per_function: usize,
     /// Most calls of one function waiting for a free instance; more get 429.
     pub max_queue_per_function: usize,
+    /// Most instances of all functions together; at the cap an idle instance of another
+    /// function is stopped to make room, or the call gets 429.
+    pub max_instances_total: usize,
+    /// An instance idle this long stops (scale to zero), unless its function says otherwise.
+    pub idle_timeout: Duration,
+    /// Instances beyond a function's first stop after this long idle (scale down).
+    pub scale_down_delay: Duration,
     /// Limits applied when unpacking archives.
     pub archive_limits: ArchiveLimits,
 }
@@ -54,6 +61,8 @@ struct Inner {
     cache: PathBuf,
     tmp: PathBuf,
     memory: Memory,
+    /// Instances alive (counted by `Instance` itself).
+    live: Arc<std::sync::atomic::AtomicUsize>,
     registry: Arc<dyn Registry>,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -72,6 +81,8 @@ struct Pool {
     /// `max_instances × concurrency` call slots.
     permits: Semaphore,
     concurrency: usize,
+    max_instances: usize,
+    idle_timeout: Duration,
     waiting: std::sync::atomic::AtomicUsize,
     crashes: Mutex<CrashLoop>,
 }
@@ -98,7 +109,7 @@ impl LocalExecutor {
         }
         let memory = Memory::detect();
         tracing::info!(mechanism = %memory.describe(), "instance memory limits");
-        Ok(LocalExecutor {
+        let executor = LocalExecutor {
             inner: Arc::new(Inner {
                 config,
                 shims,
@@ -106,6 +117,7 @@ impl LocalExecutor {
                 cache,
                 tmp,
                 memory,
+                live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
                 registry,
                 blobs,
                 metrics,
@@ -114,7 +126,19 @@ impl LocalExecutor {
                 rollout_locks: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(Vec::new()),
             }),
-        })
+        };
+        let reaper = Arc::downgrade(&executor.inner);
+        let tick = (executor.inner.config.scale_down_delay.min(executor.inner.config.idle_timeout) / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let handle = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(tick).await;
+                let Some(inner) = reaper.upgrade() else { return };
+                inner.reap_idle().await;
+            }
+        });
+        lock(&executor.inner.tasks).push(handle);
+        Ok(executor)
     }
 
     /// Restarts the builds a previous run left unfinished (versions still `Building`).
@@ -214,14 +238,19 @@ impl Inner {
             return p.clone();
         }
         let dir = build_dir(&self.builds, target.spec.runtime, &target.sha256);
+        let max_instances =
+            target.spec.max_instances.map_or(self.config.max_instances_per_function, |m| m as usize).max(1);
         let pool = Arc::new(Pool {
             target: target.clone(),
             launch: launch_spec(&self.config.interpreters, &self.shims, &dir, target),
             instances: Mutex::new(Vec::new()),
-            permits: Semaphore::new(
-                self.config.max_instances_per_function.max(1) * target.spec.concurrency.max(1) as usize,
-            ),
+            permits: Semaphore::new(max_instances * target.spec.concurrency.max(1) as usize),
             concurrency: target.spec.concurrency.max(1) as usize,
+            max_instances,
+            idle_timeout: target
+                .spec
+                .idle_timeout_sec
+                .map_or(self.config.idle_timeout, |s| Duration::from_secs(u64::from(s))),
             waiting: std::sync::atomic::AtomicUsize::new(0),
             crashes: Mutex::new(CrashLoop::default()),
         });
@@ -264,6 +293,64 @@ impl Inner {
         }
         if let Err(e) = self.registry.update_status(ns, name, &status, f.active_version).await {
             tracing::warn!(namespace = %ns, function = %name, error = %e, "cannot record the crash loop");
+        }
+    }
+
+    /// Makes sure one more instance fits under the server-wide cap, stopping the
+    /// least recently used idle instance of any function if needed. False when none is idle.
+    async fn make_room(&self) -> bool {
+        let pools: Vec<Arc<Pool>> = lock(&self.pools).values().cloned().collect();
+        if self.total_instances() < self.config.max_instances_total {
+            return true;
+        }
+        let now = Instant::now();
+        let victim = pools
+            .iter()
+            .flat_map(|p| lock(&p.instances).iter().map(|i| (p.clone(), i.clone())).collect::<Vec<_>>())
+            .filter(|(_, i)| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0)
+            .max_by_key(|(_, i)| i.idle_for(now));
+        let Some((pool, instance)) = victim else { return false };
+        lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
+        instance.kill().await;
+        self.count_instances(&pool);
+        true
+    }
+
+    /// Instances of every function that have not ended.
+    fn total_instances(&self) -> usize {
+        self.live.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stops idle instances: the first of a function after its idle timeout (scale to zero),
+    /// the others after the scale-down delay. A call in flight is never cut.
+    async fn reap_idle(&self) {
+        let now = Instant::now();
+        let pools: Vec<Arc<Pool>> = lock(&self.pools).values().cloned().collect();
+        for pool in pools {
+            let stopped: Vec<Arc<Instance>> = {
+                let mut instances = lock(&pool.instances);
+                let mut stopped = Vec::new();
+                let mut kept = Vec::new();
+                for (n, i) in instances.drain(..).enumerate() {
+                    let limit =
+                        if n == 0 { pool.idle_timeout } else { pool.idle_timeout.min(self.config.scale_down_delay) };
+                    // inflight is checked under the pool lock, where calls take instances.
+                    if i.idle_for(now) > limit && i.inflight.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                        stopped.push(i);
+                    } else {
+                        kept.push(i);
+                    }
+                }
+                *instances = kept;
+                stopped
+            };
+            if !stopped.is_empty() {
+                tracing::debug!(namespace = %pool.target.namespace, function = %pool.target.name, stopped = stopped.len(), "idle instances stopped");
+                for i in stopped {
+                    i.kill().await;
+                }
+                self.count_instances(&pool);
+            }
         }
     }
 
@@ -321,21 +408,34 @@ impl Executor for LocalExecutor {
                 return refused(InvokeResult::Throttled { message });
             }
         };
-        let (instance, cold_start) = {
-            let mut instances = lock(&pool.instances);
-            instances.retain(|i| i.healthy());
-            match instances.iter().find(|i| i.inflight.load(Relaxed) < pool.concurrency) {
-                Some(i) => {
+        let (instance, cold_start) = loop {
+            let needs_room = {
+                let mut instances = lock(&pool.instances);
+                instances.retain(|i| i.healthy());
+                if let Some(i) = instances.iter().find(|i| i.inflight.load(Relaxed) < pool.concurrency) {
                     i.inflight.fetch_add(1, Relaxed);
-                    (i.clone(), false)
+                    break (i.clone(), false);
                 }
-                None => {
-                    let i =
-                        Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory, self.inner.logs.clone())?;
+                if self.inner.total_instances() < self.inner.config.max_instances_total {
+                    // Started under the pool's lock, so parallel calls never start more
+                    // instances than they need.
+                    let i = Instance::spawn(
+                        &pool.launch,
+                        &self.inner.tmp,
+                        &self.inner.memory,
+                        self.inner.logs.clone(),
+                        &self.inner.live,
+                    )?;
                     i.inflight.fetch_add(1, Relaxed);
                     instances.push(i.clone());
-                    (i, true)
+                    break (i, true);
                 }
+                true
+            };
+            if needs_room && !self.inner.make_room().await {
+                let cap = self.inner.config.max_instances_total;
+                let message = format!("the server runs its cap of {cap} instances and none is idle");
+                return refused(InvokeResult::Throttled { message });
             }
         };
         self.inner.count_instances(&pool);
@@ -358,9 +458,15 @@ impl Executor for LocalExecutor {
             instances.retain(|i| i.healthy());
             let has_room =
                 instances.iter().any(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) < pool.concurrency);
-            if !has_room && instances.len() < self.inner.config.max_instances_per_function.max(1) {
-                let instance =
-                    Instance::spawn(&pool.launch, &self.inner.tmp, &self.inner.memory, self.inner.logs.clone())?;
+            let fits = self.inner.total_instances() < self.inner.config.max_instances_total;
+            if !has_room && instances.len() < pool.max_instances && fits {
+                let instance = Instance::spawn(
+                    &pool.launch,
+                    &self.inner.tmp,
+                    &self.inner.memory,
+                    self.inner.logs.clone(),
+                    &self.inner.live,
+                )?;
                 instances.push(instance);
             }
         }

@@ -105,6 +105,8 @@ impl LaunchSpec {
 
 /// A running runtime process, shared by the calls it serves.
 pub(crate) struct Instance {
+    /// The executor's count of live instances (decremented on drop).
+    live: Arc<AtomicUsize>,
     shared: Arc<Shared>,
     /// Becomes `Some(how it exited)` when the process has ended.
     exited: watch::Receiver<Option<String>>,
@@ -112,6 +114,8 @@ pub(crate) struct Instance {
     writer: AsyncMutex<OwnedWriteHalf>,
     /// Calls in flight (the pool's bookkeeping).
     pub inflight: AtomicUsize,
+    /// When the instance last finished a call (or started).
+    last_used: Mutex<std::time::Instant>,
     _tmp: tempfile::TempDir,
 }
 
@@ -149,7 +153,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Instance {
     /// Starts the process. Returns at once: the first call waits in the socket buffer.
-    pub(crate) fn spawn(spec: &LaunchSpec, tmp_root: &Path, memory: &Memory, hub: Arc<LogHub>) -> Result<Arc<Self>> {
+    pub(crate) fn spawn(
+        spec: &LaunchSpec,
+        tmp_root: &Path,
+        memory: &Memory,
+        hub: Arc<LogHub>,
+        live: &Arc<AtomicUsize>,
+    ) -> Result<Arc<Self>> {
         let tmp = tempfile::Builder::new()
             .prefix("instance-")
             .tempdir_in(tmp_root)
@@ -195,12 +205,15 @@ impl Instance {
             let _ = exit_tx.send(Some(how));
         });
         tokio::spawn(read_loop(reader, shared.clone(), exited.clone()));
+        live.fetch_add(1, Ordering::SeqCst);
         Ok(Arc::new(Instance {
+            live: live.clone(),
             shared,
             exited,
             pid,
             writer: AsyncMutex::new(writer),
             inflight: AtomicUsize::new(0),
+            last_used: Mutex::new(std::time::Instant::now()),
             _tmp: tmp,
         }))
     }
@@ -226,7 +239,9 @@ impl Instance {
             self.shared.broken.store(true, Ordering::SeqCst);
             tracing::debug!(error = %e, "cannot write to the runtime");
         }
-        match tokio::time::timeout(timeout, answer).await {
+        let answered = tokio::time::timeout(timeout, answer).await;
+        *lock(&self.last_used) = std::time::Instant::now();
+        match answered {
             Ok(Ok((result, logs))) => CallOutput { result, logs },
             Ok(Err(_)) => CallOutput {
                 result: InvokeResult::Crashed { message: "the runtime went away".into() },
@@ -266,6 +281,14 @@ impl Instance {
         }
     }
 
+    /// How long the instance has had no call in flight (zero while it has one).
+    pub(crate) fn idle_for(&self, now: std::time::Instant) -> Duration {
+        if self.inflight.load(Ordering::SeqCst) > 0 {
+            return Duration::ZERO;
+        }
+        now.saturating_duration_since(*lock(&self.last_used))
+    }
+
     /// Whether the instance can take more calls.
     pub(crate) fn healthy(&self) -> bool {
         !self.shared.broken.load(Ordering::SeqCst)
@@ -276,6 +299,7 @@ impl Drop for Instance {
     fn drop(&mut self) {
         // The child is reaped by tokio's orphan queue; what it started dies with its group.
         self.signal_group();
+        self.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -96,6 +96,17 @@ pub struct ServerArgs {
     /// Most calls of one function waiting for a free instance; more get 429 with Retry-After.
     #[arg(long, env = "SLESS_MAX_QUEUE_PER_FUNCTION", default_value_t = 100)]
     pub max_queue_per_function: usize,
+    /// Most instances of all functions together; at the cap the least recently used idle
+    /// instance is stopped to make room.
+    #[arg(long, env = "SLESS_MAX_INSTANCES", default_value_t = 256)]
+    pub max_instances: usize,
+    /// Seconds an idle instance is kept before it stops (scale to zero); a function's
+    /// `idle_timeout_sec` overrides it.
+    #[arg(long, env = "SLESS_IDLE_TIMEOUT_SEC", default_value_t = 300)]
+    pub idle_timeout_sec: u64,
+    /// Seconds an idle instance beyond a function's first is kept (scale down).
+    #[arg(long, env = "SLESS_SCALE_DOWN_DELAY_SEC", default_value_t = 30)]
+    pub scale_down_delay_sec: u64,
     /// Largest code archive (zipped), in MiB.
     #[arg(long, env = "SLESS_MAX_ARCHIVE_MB", default_value_t = 50)]
     pub max_archive_mb: u64,
