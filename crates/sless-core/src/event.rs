@@ -180,10 +180,26 @@ pub fn http_response(result: &Value) -> Result<HttpResponse, String> {
     if !headers.iter().any(|(n, _)| n == "content-type") {
         headers.push(("content-type".into(), "application/json".into()));
     }
+    // Framing and hop-by-hop headers (RFC 9110 §7.6.1, §8.6) are the server's to set: a
+    // function's `Content-Length` counted in characters or a `Transfer-Encoding` passed on by
+    // a framework would corrupt the connection. They are dropped (API Gateway remaps them).
+    headers.retain(|(n, _)| !HOP_BY_HOP.contains(&n.as_str()));
+    for (name, value) in &headers {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+            return Err(format!("header name {name:?} is not a valid HTTP header name"));
+        }
+        if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+            return Err(format!("header {name:?} has a line break or NUL in its value"));
+        }
+    }
     // RFC 9110 §6.4.1: 1xx, 204 and 304 responses have no content.
     let body = if status < 200 || status == 204 || status == 304 { Vec::new() } else { body };
     Ok(HttpResponse { status, headers, body })
 }
+
+/// Response headers a function may not set (framing and hop-by-hop).
+const HOP_BY_HOP: [&str; 8] =
+    ["content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection", "upgrade", "te", "trailer"];
 
 fn scalar(v: &Value) -> Option<String> {
     match v {
@@ -272,6 +288,16 @@ mod tests {
         for status in [204, 304] {
             assert!(http_response(&json!({"statusCode": status, "body": "x"})).expect("ok").body.is_empty());
         }
+    }
+
+    #[test]
+    fn framing_headers_are_dropped_and_broken_values_refused() {
+        let r = http_response(&json!({"statusCode": 200, "headers": {"Content-Length": "999", "Transfer-Encoding": "chunked", "X-Ok": "1"}, "body": "short"}))
+            .expect("ok");
+        assert!(r.headers.iter().all(|(n, _)| n != "content-length" && n != "transfer-encoding"), "{:?}", r.headers);
+        assert!(r.headers.contains(&("x-ok".into(), "1".into())));
+        assert!(http_response(&json!({"statusCode": 200, "headers": {"X-Bad": "a\r\nb"}})).is_err());
+        assert!(http_response(&json!({"statusCode": 200, "headers": {"Bad Name": "a"}})).is_err());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::builder::{BuildOutput, Builder, build_dir, launch_spec};
 use crate::cgroup::Memory;
-use crate::instance::{Instance, LaunchSpec};
+use crate::instance::{GenericSpec, Instance, LaunchSpec, node_heap_mb};
 use crate::logs::LogHub;
 use crate::metrics::{BuildLabels, InstanceLabels, Metrics};
 use crate::shims::{Interpreters, Shims, install};
@@ -42,6 +42,9 @@ pub struct LocalConfig {
     pub idle_timeout: Duration,
     /// Instances beyond a function's first stop after this long idle (scale down).
     pub scale_down_delay: Duration,
+    /// Generic runtime processes kept started per runtime, specialised on a cold start so
+    /// it pays only the function's import (0 disables the warm pool).
+    pub warm_pool_size: usize,
     /// Limits applied when unpacking archives.
     pub archive_limits: ArchiveLimits,
 }
@@ -63,6 +66,9 @@ struct Inner {
     memory: Memory,
     /// Instances alive (counted by `Instance` itself).
     live: Arc<std::sync::atomic::AtomicUsize>,
+    /// The warm pool: generic processes by runtime, and their count.
+    warm: Mutex<HashMap<sless_core::runtime::Runtime, Vec<Arc<Instance>>>>,
+    warm_live: Arc<std::sync::atomic::AtomicUsize>,
     registry: Arc<dyn Registry>,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -118,6 +124,8 @@ impl LocalExecutor {
                 tmp,
                 memory,
                 live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+                warm: Mutex::new(HashMap::new()),
+                warm_live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
                 registry,
                 blobs,
                 metrics,
@@ -138,6 +146,7 @@ impl LocalExecutor {
             }
         });
         lock(&executor.inner.tasks).push(handle);
+        executor.inner.refill_warm();
         Ok(executor)
     }
 
@@ -316,6 +325,61 @@ impl Inner {
         true
     }
 
+    /// A warm-pool process able to become an instance of `launch`, if one is ready. The
+    /// pool is refilled in the background.
+    fn take_warm(self: &Arc<Self>, launch: &LaunchSpec) -> Option<Arc<Instance>> {
+        if self.config.warm_pool_size == 0 {
+            return None;
+        }
+        // A Node process's heap limit is fixed at its start.
+        if launch.runtime == sless_core::runtime::Runtime::Nodejs20
+            && node_heap_mb(launch.target.spec.memory_mb) != node_heap_mb(sless_core::spec::DEFAULT_MEMORY_MB)
+        {
+            return None;
+        }
+        let taken = {
+            let mut warm = lock(&self.warm);
+            let list = warm.entry(launch.runtime).or_default();
+            list.retain(|i| i.healthy());
+            list.pop()
+        };
+        let inner = Arc::downgrade(self);
+        tokio::spawn(async move {
+            if let Some(inner) = inner.upgrade() {
+                inner.refill_warm();
+            }
+        });
+        taken
+    }
+
+    /// Starts generic processes until each runtime has `warm_pool_size`.
+    fn refill_warm(&self) {
+        if self.config.warm_pool_size == 0 {
+            return;
+        }
+        for runtime in sless_core::runtime::Runtime::ALL {
+            let spec = GenericSpec {
+                runtime,
+                interpreter: self.config.interpreters.for_runtime(runtime).to_path_buf(),
+                shim: self.shims.for_runtime(runtime).to_path_buf(),
+                node_heap_mb: (runtime == sless_core::runtime::Runtime::Nodejs20)
+                    .then(|| node_heap_mb(sless_core::spec::DEFAULT_MEMORY_MB)),
+            };
+            let mut warm = lock(&self.warm);
+            let list = warm.entry(runtime).or_default();
+            list.retain(|i| i.healthy());
+            while list.len() < self.config.warm_pool_size {
+                match Instance::spawn_generic(&spec, &self.tmp, self.logs.clone(), &self.warm_live) {
+                    Ok(i) => list.push(i),
+                    Err(e) => {
+                        tracing::warn!(runtime = %runtime, error = %e, "cannot start a warm-pool process");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
     /// Instances of every function that have not ended.
     fn total_instances(&self) -> usize {
         self.live.load(std::sync::atomic::Ordering::SeqCst)
@@ -417,8 +481,13 @@ impl Executor for LocalExecutor {
                     break (i.clone(), false);
                 }
                 if self.inner.total_instances() < self.inner.config.max_instances_total {
-                    // Started under the pool's lock, so parallel calls never start more
-                    // instances than they need.
+                    // Taken or started under the pool's lock, so parallel calls never start
+                    // more instances than they need.
+                    if let Some(i) = self.inner.take_warm(&pool.launch) {
+                        i.inflight.fetch_add(1, Relaxed);
+                        instances.push(i.clone());
+                        break (i, true);
+                    }
                     let i = Instance::spawn(
                         &pool.launch,
                         &self.inner.tmp,
@@ -438,6 +507,12 @@ impl Executor for LocalExecutor {
                 return refused(InvokeResult::Throttled { message });
             }
         };
+        if !instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.live).await {
+            instance.inflight.fetch_sub(1, Relaxed);
+            lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
+            instance.kill().await;
+            return Err(sless_core::Error::Internal("a warm-pool process could not be specialised".into()));
+        }
         self.inner.count_instances(&pool);
         let out = instance.call(invocation, timeout).await;
         let left = instance.inflight.fetch_sub(1, Relaxed) - 1;
@@ -496,6 +571,10 @@ impl Executor for LocalExecutor {
             for inst in instances {
                 inst.kill().await;
             }
+        }
+        let warm: Vec<Arc<Instance>> = lock(&self.inner.warm).drain().flat_map(|(_, l)| l).collect();
+        for inst in warm {
+            inst.kill().await;
         }
         self.inner.memory.cleanup();
     }

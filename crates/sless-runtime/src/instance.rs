@@ -84,29 +84,50 @@ impl LaunchSpec {
 
     /// The interpreter's command line: the shim, plus a V8 heap limit for Node.
     pub(crate) fn command(&self, tmp_dir: &Path) -> Command {
-        let mut cmd = Command::new(&self.interpreter);
-        if self.runtime == Runtime::Nodejs20 {
-            // Leave room for code and buffers outside the V8 heap.
-            let heap = (u64::from(self.target.spec.memory_mb) * 3 / 4).max(32);
-            cmd.arg(format!("--max-old-space-size={heap}"));
-        }
-        cmd.arg(&self.shim)
-            .current_dir(&self.code_dir)
-            .env_clear()
-            .envs(self.env(tmp_dir))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
+        let heap = (self.runtime == Runtime::Nodejs20).then(|| node_heap_mb(self.target.spec.memory_mb));
+        let mut cmd = base_command(&self.interpreter, &self.shim, heap);
+        cmd.current_dir(&self.code_dir).envs(self.env(tmp_dir));
         cmd
     }
+}
+
+/// V8's heap limit for a Node instance of `memory_mb`: ¾ of it, leaving room for code and
+/// buffers outside the heap.
+pub(crate) fn node_heap_mb(memory_mb: u32) -> u32 {
+    (memory_mb * 3 / 4).max(32)
+}
+
+/// The interpreter running the shim, with a clean environment and piped output.
+fn base_command(interpreter: &Path, shim: &Path, node_heap_mb: Option<u32>) -> Command {
+    let mut cmd = Command::new(interpreter);
+    if let Some(heap) = node_heap_mb {
+        cmd.arg(format!("--max-old-space-size={heap}"));
+    }
+    cmd.arg(shim)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// A generic runtime process for the warm pool: the interpreter is up and waits for a
+/// `load` frame (runtimes/PROTOCOL.md, "Warm pool").
+#[derive(Debug, Clone)]
+pub(crate) struct GenericSpec {
+    pub runtime: Runtime,
+    pub interpreter: PathBuf,
+    pub shim: PathBuf,
+    /// Node only: the heap limit the process starts with (it cannot change after start).
+    pub node_heap_mb: Option<u32>,
 }
 
 /// A running runtime process, shared by the calls it serves.
 pub(crate) struct Instance {
     /// The executor's count of live instances (decremented on drop).
-    live: Arc<AtomicUsize>,
+    live: Mutex<Arc<AtomicUsize>>,
     shared: Arc<Shared>,
     /// Becomes `Some(how it exited)` when the process has ended.
     exited: watch::Receiver<Option<String>>,
@@ -116,14 +137,15 @@ pub(crate) struct Instance {
     pub inflight: AtomicUsize,
     /// When the instance last finished a call (or started).
     last_used: Mutex<std::time::Instant>,
+    /// Set once the process knows its function: at start, or (a warm-pool process) once its
+    /// `load` frame is written, by the first call; the calls that come meanwhile wait.
+    loaded: tokio::sync::OnceCell<bool>,
     _tmp: tempfile::TempDir,
 }
 
 /// What the reader task and the calls share.
 struct Shared {
-    namespace: String,
-    function: String,
-    memory_mb: u32,
+    identity: Mutex<Identity>,
     hub: Arc<LogHub>,
     pending: Mutex<HashMap<String, Pending>>,
     /// The process is gone or unfit for more calls.
@@ -132,7 +154,18 @@ struct Shared {
     ready: AtomicBool,
     /// The runtime said `init_error`.
     init_failed: AtomicBool,
-    memory: Option<InstanceGroup>,
+    /// Set when the connection ended: how the process exited. Calls that start later fail at
+    /// once with it.
+    ended: Mutex<Option<String>>,
+    memory: Mutex<Option<InstanceGroup>>,
+}
+
+/// Whose instance this is (set at start, or when a warm-pool process is specialised).
+#[derive(Debug, Clone, Default)]
+struct Identity {
+    namespace: String,
+    function: String,
+    memory_mb: u32,
 }
 
 /// A call waiting for its answer.
@@ -160,35 +193,118 @@ impl Instance {
         hub: Arc<LogHub>,
         live: &Arc<AtomicUsize>,
     ) -> Result<Arc<Self>> {
-        let tmp = tempfile::Builder::new()
-            .prefix("instance-")
-            .tempdir_in(tmp_root)
-            .map_err(Error::io(format!("creating a temp folder in {}", tmp_root.display())))?;
+        let tmp = temp_dir(tmp_root)?;
+        let cmd = spec.command(tmp.path());
+        let identity = Identity {
+            namespace: spec.target.namespace.clone(),
+            function: spec.target.name.clone(),
+            memory_mb: spec.target.spec.memory_mb,
+        };
+        let instance = Self::start(cmd, &spec.interpreter, tmp, identity, hub, live)?;
+        instance.limit_memory(memory, spec.target.spec.memory_mb);
+        Ok(instance)
+    }
+
+    /// Starts a generic warm-pool process, counted in `live` until it is specialised.
+    pub(crate) fn spawn_generic(
+        spec: &GenericSpec,
+        tmp_root: &Path,
+        hub: Arc<LogHub>,
+        live: &Arc<AtomicUsize>,
+    ) -> Result<Arc<Self>> {
+        let tmp = temp_dir(tmp_root)?;
+        let mut cmd = base_command(&spec.interpreter, &spec.shim, spec.node_heap_mb);
+        let interp_dir = spec.interpreter.parent().map(|p| p.display().to_string()).unwrap_or_default();
+        cmd.current_dir(tmp.path())
+            .env("PATH", format!("{interp_dir}:/usr/local/bin:/usr/bin:/bin"))
+            .env("LANG", "C.UTF-8")
+            .env("HOME", tmp.path())
+            .env("TMPDIR", tmp.path());
+        if spec.runtime == Runtime::Python311 {
+            cmd.env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONNOUSERSITE", "1");
+        }
+        Self::start(cmd, &spec.interpreter, tmp, Identity::default(), hub, live)
+    }
+
+    /// Makes sure the process knows its function: a warm-pool process is specialised once
+    /// (by whichever call comes first). False when that failed (the process is then broken).
+    pub(crate) async fn ensure_loaded(&self, spec: &LaunchSpec, memory: &Memory, live: &Arc<AtomicUsize>) -> bool {
+        *self
+            .loaded
+            .get_or_init(|| async {
+                match self.specialise(spec, memory, live).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot specialise a warm-pool process");
+                        self.shared.broken.store(true, Ordering::SeqCst);
+                        false
+                    }
+                }
+            })
+            .await
+    }
+
+    /// Turns a generic process into an instance of `spec` (its env, code and limits) and moves
+    /// it from the warm pool's count to `live`. The first call waits until it has loaded.
+    async fn specialise(&self, spec: &LaunchSpec, memory: &Memory, live: &Arc<AtomicUsize>) -> Result<()> {
+        *lock(&self.shared.identity) = Identity {
+            namespace: spec.target.namespace.clone(),
+            function: spec.target.name.clone(),
+            memory_mb: spec.target.spec.memory_mb,
+        };
+        let env: serde_json::Map<String, Value> =
+            spec.env(self._tmp.path()).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+        let frame = json!({
+            "type": "load",
+            "handler": spec.target.spec.entrypoint,
+            "code_dir": spec.code_dir,
+            "deps_dir": spec.deps_dir,
+            "env": env,
+            "concurrency": spec.target.spec.concurrency,
+        });
+        write_frame(&mut *self.writer.lock().await, &frame).await?;
+        self.limit_memory(memory, spec.target.spec.memory_mb);
+        let mut counted = lock(&self.live);
+        live.fetch_add(1, Ordering::SeqCst);
+        counted.fetch_sub(1, Ordering::SeqCst);
+        *counted = live.clone();
+        Ok(())
+    }
+
+    fn limit_memory(&self, memory: &Memory, memory_mb: u32) {
+        let name = self._tmp.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        *lock(&self.shared.memory) = self.pid.and_then(|pid| memory.limit(&name, pid, memory_mb));
+    }
+
+    fn start(
+        mut cmd: Command,
+        interpreter: &Path,
+        tmp: tempfile::TempDir,
+        identity: Identity,
+        hub: Arc<LogHub>,
+        live: &Arc<AtomicUsize>,
+    ) -> Result<Arc<Self>> {
+        let identity_known = !identity.function.is_empty();
         let (parent, child_end) =
             std::os::unix::net::UnixStream::pair().map_err(Error::io("creating a socket pair"))?;
-        let mut cmd = spec.command(tmp.path());
         cmd.env("SLESS_CONTROL_FD", "3");
         cmd.fd_mappings(vec![FdMapping { parent_fd: child_end.into(), child_fd: 3 }])
             .map_err(|e| Error::Protocol(format!("cannot map the control socket: {e}")))?;
-        let mut child = cmd.spawn().map_err(Error::io(format!("starting {}", spec.interpreter.display())))?;
+        let mut child = cmd.spawn().map_err(Error::io(format!("starting {}", interpreter.display())))?;
         drop(cmd);
-        // The interpreter is still starting (tens of ms) when its group gets the limit.
-        let group_name = tmp.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let pid = child.id();
-        let memory = pid.and_then(|pid| memory.limit(&group_name, pid, spec.target.spec.memory_mb));
         parent.set_nonblocking(true).map_err(Error::io("configuring the control socket"))?;
         let (reader, writer) =
             UnixStream::from_std(parent).map_err(Error::io("registering the control socket"))?.into_split();
         let shared = Arc::new(Shared {
-            namespace: spec.target.namespace.clone(),
-            function: spec.target.name.clone(),
-            memory_mb: spec.target.spec.memory_mb,
+            identity: Mutex::new(identity),
             hub,
             pending: Mutex::new(HashMap::new()),
             broken: AtomicBool::new(false),
             ready: AtomicBool::new(false),
             init_failed: AtomicBool::new(false),
-            memory,
+            ended: Mutex::new(None),
+            memory: Mutex::new(None),
         });
         if let Some(out) = child.stdout.take() {
             tokio::spawn(forward_lines(out, shared.clone()));
@@ -207,13 +323,18 @@ impl Instance {
         tokio::spawn(read_loop(reader, shared.clone(), exited.clone()));
         live.fetch_add(1, Ordering::SeqCst);
         Ok(Arc::new(Instance {
-            live: live.clone(),
+            live: Mutex::new(live.clone()),
             shared,
             exited,
             pid,
             writer: AsyncMutex::new(writer),
             inflight: AtomicUsize::new(0),
             last_used: Mutex::new(std::time::Instant::now()),
+            loaded: if identity_known {
+                tokio::sync::OnceCell::new_with(Some(true))
+            } else {
+                tokio::sync::OnceCell::new()
+            },
             _tmp: tmp,
         }))
     }
@@ -223,10 +344,11 @@ impl Instance {
     pub(crate) async fn call(&self, invocation: Invocation, timeout: Duration) -> CallOutput {
         let id = invocation.request_id.clone();
         let (done, answer) = oneshot::channel();
+        let who = lock(&self.shared.identity).clone();
         let logs = LogCollector::new(Publisher {
             hub: self.shared.hub.clone(),
-            namespace: self.shared.namespace.clone(),
-            function: self.shared.function.clone(),
+            namespace: who.namespace,
+            function: who.function,
             request_id: id.clone(),
         });
         lock(&self.shared.pending).insert(id.clone(), Pending { logs, done });
@@ -238,6 +360,11 @@ impl Instance {
             // The reader task fails the call once it sees the process gone.
             self.shared.broken.store(true, Ordering::SeqCst);
             tracing::debug!(error = %e, "cannot write to the runtime");
+        }
+        // The process may have ended before this call was registered: nobody else will fail it.
+        let ended = lock(&self.shared.ended).clone();
+        if let Some(exit) = ended {
+            self.shared.finish(&id, InvokeResult::Crashed { message: exit });
         }
         let answered = tokio::time::timeout(timeout, answer).await;
         *lock(&self.last_used) = std::time::Instant::now();
@@ -299,7 +426,7 @@ impl Drop for Instance {
     fn drop(&mut self) {
         // The child is reaped by tokio's orphan queue; what it started dies with its group.
         self.signal_group();
-        self.live.fetch_sub(1, Ordering::SeqCst);
+        lock(&self.live).fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -313,6 +440,8 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
         };
         let text = |k: &str| frame.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         match frame.get("type").and_then(Value::as_str) {
+            // A warm-pool process says `ready` twice: generic at start, then loaded.
+            Some("ready") if frame.get("generic").and_then(Value::as_bool) == Some(true) => {}
             Some("ready") => shared.ready.store(true, Ordering::SeqCst),
             Some("log") => {
                 let mut pending = lock(&shared.pending);
@@ -357,6 +486,7 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
         Ok(Ok(how)) => how.clone().unwrap_or(ended),
         _ => ended,
     };
+    *lock(&shared.ended) = Some(exit.clone());
     let ids: Vec<String> = lock(&shared.pending).keys().cloned().collect();
     for id in ids {
         shared.finish(&id, InvokeResult::Crashed { message: exit.clone() });
@@ -373,7 +503,7 @@ impl Shared {
             InvokeResult::Crashed { message } if self.out_of_memory(&logs) => InvokeResult::OutOfMemory {
                 message: format!(
                     "the instance used more than memory_mb = {} MiB and was killed ({message})",
-                    self.memory_mb
+                    lock(&self.identity).memory_mb
                 ),
             },
             other => other,
@@ -384,14 +514,26 @@ impl Shared {
     /// Whether the process died of its memory limit: the cgroup says so, or V8 reported its
     /// heap limit (`--max-old-space-size`).
     fn out_of_memory(&self, logs: &[String]) -> bool {
-        self.memory.as_ref().is_some_and(InstanceGroup::oom_killed)
+        lock(&self.memory).as_ref().is_some_and(InstanceGroup::oom_killed)
             || logs.iter().any(|l| l.contains("JavaScript heap out of memory"))
     }
 
     fn publish_untagged(&self, line: &str) {
+        let who = lock(&self.identity).clone();
+        if who.function.is_empty() {
+            tracing::debug!(target: "function", "warm-pool process: {line}");
+            return;
+        }
         let entry = LogLine { time: chrono::Utc::now(), request_id: None, line: line.to_string() };
-        self.hub.publish(&self.namespace, &self.function, entry);
+        self.hub.publish(&who.namespace, &who.function, entry);
     }
+}
+
+fn temp_dir(root: &Path) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("instance-")
+        .tempdir_in(root)
+        .map_err(Error::io(format!("creating a temp folder in {}", root.display())))
 }
 
 fn describe_exit(status: std::process::ExitStatus) -> String {

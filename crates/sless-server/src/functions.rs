@@ -15,7 +15,7 @@ use sless_core::spec::{FunctionSpec, check_same_name};
 use sless_core::status::{FunctionStatus, VersionPhase};
 use sless_core::traits::FunctionRecord;
 
-use crate::body::{media_type, read_json, read_limited};
+use crate::body::{content_length, discard, media_type, read_json, read_limited};
 use crate::resource::{ListQuery, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 
@@ -164,27 +164,40 @@ pub(crate) async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let (ns, name) = p.validated()?;
-    let f = state.registry.get_function(ns, name).await?;
-    let media = media_type(&headers);
-    if !media.as_deref().is_some_and(|m| ZIP_TYPES.contains(&m)) {
-        return Err(AppError::UnsupportedMediaType(format!(
-            "Content-Type must be application/zip, got {}",
-            media.as_deref().unwrap_or("nothing")
-        )));
-    }
+    // Checked before the body is read: the function, the content type, and the declared
+    // `Content-Length` (over the limit → 413 at once). A refused body is drained in the
+    // background (see `discard`) so that a client still sending gets the response rather than
+    // a reset connection.
     let limits = state.limits.archive;
-    let max = usize::try_from(limits.max_compressed_bytes).unwrap_or(usize::MAX);
-    let bytes = match read_limited(body, max).await {
-        Ok(b) => b,
-        Err(_) => {
-            return Err(sless_core::Error::ArchiveTooLarge {
-                size: limits.max_compressed_bytes + 1,
-                limit: limits.max_compressed_bytes,
-            }
-            .into());
+    let before_body = async {
+        let (ns, name) = p.validated()?;
+        let f = state.registry.get_function(ns, name).await?;
+        let media = media_type(&headers);
+        if !media.as_deref().is_some_and(|m| ZIP_TYPES.contains(&m)) {
+            return Err(AppError::UnsupportedMediaType(format!(
+                "Content-Type must be application/zip, got {}",
+                media.as_deref().unwrap_or("nothing")
+            )));
+        }
+        if let Some(size) = content_length(&headers).filter(|n| *n > limits.max_compressed_bytes) {
+            return Err(sless_core::Error::ArchiveTooLarge { size, limit: limits.max_compressed_bytes }.into());
+        }
+        Ok((ns, name, f))
+    };
+    let (ns, name, f) = match before_body.await {
+        Ok(found) => found,
+        Err(e) => {
+            discard(body);
+            return Err(e);
         }
     };
+    let max = usize::try_from(limits.max_compressed_bytes).unwrap_or(usize::MAX);
+    // A chunked body over the limit → 413 as soon as it passes it.
+    let too_large = sless_core::Error::ArchiveTooLarge {
+        size: limits.max_compressed_bytes + 1,
+        limit: limits.max_compressed_bytes,
+    };
+    let bytes = read_limited(body, max).await.map_err(|_| too_large)?;
     let entrypoint = f.spec.parsed_entrypoint()?;
     let runtime = f.spec.runtime;
     let checked_bytes = bytes.clone();

@@ -107,6 +107,10 @@ pub struct ServerArgs {
     /// Seconds an idle instance beyond a function's first is kept (scale down).
     #[arg(long, env = "SLESS_SCALE_DOWN_DELAY_SEC", default_value_t = 30)]
     pub scale_down_delay_sec: u64,
+    /// Generic runtime processes kept started per runtime, so a cold start pays only the
+    /// function's import (0 disables the warm pool).
+    #[arg(long, env = "SLESS_WARM_POOL_SIZE", default_value_t = 1)]
+    pub warm_pool_size: usize,
     /// Largest code archive (zipped), in MiB.
     #[arg(long, env = "SLESS_MAX_ARCHIVE_MB", default_value_t = 50)]
     pub max_archive_mb: u64,

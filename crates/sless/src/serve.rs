@@ -148,6 +148,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
             max_instances_total: args.max_instances.max(1),
             idle_timeout: Duration::from_secs(args.idle_timeout_sec.max(1)),
             scale_down_delay: Duration::from_secs(args.scale_down_delay_sec.max(1)),
+            warm_pool_size: args.warm_pool_size,
             archive_limits: archive,
         },
         registry.clone(),

@@ -1,0 +1,3 @@
+const tinydep = require('tinydep');
+
+exports.handler = async () => tinydep.shout('installed');

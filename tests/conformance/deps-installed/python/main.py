@@ -1,0 +1,5 @@
+import tinydep
+
+
+def handler(event, context):
+    return tinydep.shout("installed")

@@ -1,0 +1,1 @@
+exports.NAME = 'root shared';

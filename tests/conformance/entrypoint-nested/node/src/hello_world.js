@@ -1,0 +1,3 @@
+exports.app = {
+  handler: async () => 'hello from src/hello_world app',
+};

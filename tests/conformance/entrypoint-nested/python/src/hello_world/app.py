@@ -1,0 +1,2 @@
+def handler(event, context):
+    return "hello from src/hello_world app"

@@ -1,0 +1,3 @@
+exports.handler = (event, context, callback) => {
+  setTimeout(() => callback(new TypeError('bad input')), 5);
+};

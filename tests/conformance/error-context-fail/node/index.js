@@ -1,0 +1,3 @@
+exports.handler = (event, context) => {
+  context.fail(new Error('failed via context'));
+};

@@ -1,0 +1,6 @@
+class PaymentRequiredError(Exception):
+    pass
+
+
+def handler(event, context):
+    raise PaymentRequiredError("no money")

@@ -1,0 +1,3 @@
+exports.handler = async () => {
+  return undefinedName; // eslint-disable-line no-undef
+};

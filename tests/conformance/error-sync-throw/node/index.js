@@ -1,0 +1,3 @@
+exports.handler = (event, context) => {
+  throw new Error('boom');
+};

@@ -1,0 +1,3 @@
+import path from 'node:path';
+
+export const handler = async () => path.sep;

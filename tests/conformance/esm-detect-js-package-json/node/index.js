@@ -1,0 +1,1 @@
+export const handler = async () => ({ format: 'esm', noRequire: typeof require === 'undefined' });

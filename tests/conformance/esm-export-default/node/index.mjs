@@ -1,0 +1,3 @@
+export default {
+  handler: async () => 'default export',
+};

@@ -1,0 +1,3 @@
+exports.handler = async () => {
+  process.exit(3);
+};

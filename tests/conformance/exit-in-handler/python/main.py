@@ -1,0 +1,5 @@
+import sys
+
+
+def handler(event, context):
+    sys.exit(3)

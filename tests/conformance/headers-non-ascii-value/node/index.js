@@ -1,0 +1,1 @@
+exports.handler = async (event) => ({ name: event.headers['x-name'] });

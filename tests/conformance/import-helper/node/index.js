@@ -1,0 +1,4 @@
+const helper = require('./helper');
+const { answer } = require('./lib/util');
+
+exports.handler = async () => ({ helper: helper.shout('hello'), pkg: answer() });

@@ -1,0 +1,5 @@
+raise KeyError("config missing at import")
+
+
+def handler(event, context):
+    return "unreachable"

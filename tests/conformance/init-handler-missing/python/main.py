@@ -1,0 +1,2 @@
+def other(event, context):
+    return "wrong name"

@@ -1,0 +1,3 @@
+require('no_such_dependency_xyz');
+
+exports.handler = async () => 'unreachable';

@@ -1,0 +1,2 @@
+exports.handler = async () => {
+  return 'missing brace';

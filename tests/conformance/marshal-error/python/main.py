@@ -1,0 +1,2 @@
+def handler(event, context):
+    return {"values": {1, 2}}

@@ -1,0 +1,2 @@
+def handler(event, context):
+    return {"method": event["httpMethod"], "path": event["path"], "proxy": event["pathParameters"]["proxy"]}

@@ -1,0 +1,6 @@
+exports.handler = async () => ({
+  statusCode: 200,
+  headers: { 'X-Dup': 'from-headers', 'X-Only': 'h' },
+  multiValueHeaders: { 'x-dup': ['m1', 'm2'] },
+  body: 'ok',
+});

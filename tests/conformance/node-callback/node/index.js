@@ -1,0 +1,3 @@
+exports.handler = (event, context, callback) => {
+  setTimeout(() => callback(null, { statusCode: 201, body: 'from callback' }), 10);
+};

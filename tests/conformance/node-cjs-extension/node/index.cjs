@@ -1,0 +1,3 @@
+module.exports = {
+  handler: async () => ({ format: 'cjs', hasRequire: typeof require === 'function' }),
+};

@@ -1,0 +1,3 @@
+exports.handler = function (event, context) {
+  context.succeed({ via: 'succeed' });
+};

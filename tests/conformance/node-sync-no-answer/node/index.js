@@ -1,0 +1,3 @@
+exports.handler = function (event, context) {
+  setTimeout(() => console.log('timer ran'), 50);
+};

@@ -1,0 +1,3 @@
+exports.handler = function (event) {
+  return { sync: true };
+};

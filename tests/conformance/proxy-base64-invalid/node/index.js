@@ -1,0 +1,1 @@
+exports.handler = async () => ({ statusCode: 200, body: '%%% not base64 %%%', isBase64Encoded: true });

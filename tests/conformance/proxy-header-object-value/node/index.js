@@ -1,0 +1,1 @@
+exports.handler = async () => ({ statusCode: 200, headers: { 'X-Bad': { a: 1 } }, body: 'x' });

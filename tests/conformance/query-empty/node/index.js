@@ -1,0 +1,4 @@
+exports.handler = async (event) => ({
+  q: event.queryStringParameters,
+  mq: event.multiValueQueryStringParameters,
+});

@@ -1,0 +1,1 @@
+exports.handler = async () => ({ statusCode: 200, headers: { 'X-Name': 'café ✓' }, body: 'ok' });

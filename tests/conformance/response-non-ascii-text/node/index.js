@@ -1,0 +1,1 @@
+exports.handler = async () => 'Grüße, 世界 🌍';

@@ -1,0 +1,1 @@
+exports.handler = async () => ({ a: 1, b: [true, null], c: { d: 'e' } });

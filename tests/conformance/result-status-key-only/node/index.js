@@ -1,0 +1,1 @@
+exports.handler = async () => ({ status: 404, body: 'x' });

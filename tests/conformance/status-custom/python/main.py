@@ -1,0 +1,2 @@
+def handler(event, context):
+    return {"statusCode": 418, "headers": {"X-Teapot": "yes", "Content-Type": "text/plain"}, "body": "short and stout"}

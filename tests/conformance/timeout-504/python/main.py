@@ -1,0 +1,6 @@
+import time
+
+
+def handler(event, context):
+    time.sleep(5)
+    return "too late"
