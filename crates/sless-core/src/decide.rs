@@ -167,7 +167,7 @@ pub fn function_readiness(function: Option<&crate::traits::FunctionRecord>, name
     let Some(f) = function else {
         return Err((false, format!("function {name:?} does not exist yet")));
     };
-    if f.status.phase == FunctionPhase::Failed && f.active_version.is_none() {
+    if f.status.phase == FunctionPhase::Failed {
         return Err((true, format!("function {name:?} failed: {}", f.status.message)));
     }
     callable(f.spec.enabled, f.active_version, &f.status).map_err(|why| (false, format!("function {name:?}: {why}")))

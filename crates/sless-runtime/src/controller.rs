@@ -46,7 +46,17 @@ struct Controller {
     dispatcher: Arc<Dispatcher>,
     /// The tick each cron trigger was last prewarmed for.
     prewarmed: HashMap<(String, String), DateTime<Utc>>,
-    runs: JoinSet<()>,
+    /// Cron calls and job runs in flight; a job run ends with its result, which this task
+    /// (the only writer of job statuses) records.
+    runs: JoinSet<Option<JobDone>>,
+}
+
+/// A finished job run, to be recorded by the controller.
+struct JobDone {
+    namespace: String,
+    name: String,
+    run_id: u64,
+    status: JobStatus,
 }
 
 impl Controller {
@@ -66,6 +76,7 @@ impl Controller {
             };
             let until_wake = wake.and_then(|w| (w - Utc::now()).to_std().ok()).unwrap_or(Duration::ZERO).min(resync);
             let sleep = if wake.is_some() { until_wake } else { resync };
+            let mut finished = None;
             tokio::select! {
                 change = changes.recv() => {
                     if let Err(broadcast::error::RecvError::Closed) = change {
@@ -79,7 +90,12 @@ impl Controller {
                     self.runs.abort_all();
                     return;
                 }
-                Some(_) = self.runs.join_next(), if !self.runs.is_empty() => {}
+                Some(done) = self.runs.join_next(), if !self.runs.is_empty() => {
+                    finished = done.ok().flatten();
+                }
+            }
+            if let Some(done) = finished {
+                self.record_run(done).await;
             }
         }
     }
@@ -198,7 +214,7 @@ impl Controller {
                     Ok(t) => t,
                     Err(e) => {
                         dispatcher.rejected(&ns, &function, &from, Rejection::not_ready(e.to_string()));
-                        return;
+                        return None;
                     }
                 };
                 let id = uuid::Uuid::now_v7().to_string();
@@ -206,6 +222,7 @@ impl Controller {
                 if let Err(e) = dispatcher.call(&target, id, event, &from, 0).await {
                     tracing::warn!(error = %e, "cron call failed");
                 }
+                None
             }
             .instrument(span),
         );
@@ -258,9 +275,21 @@ impl Controller {
         }
     }
 
+    /// Records a finished run, unless a newer `run_id` started meanwhile.
+    async fn record_run(&self, done: JobDone) {
+        match self.registry.get_job(&done.namespace, &done.name).await {
+            Ok(current) if current.status.last_run_id == Some(done.run_id) => {
+                if let Err(e) = self.registry.update_job_status(&done.namespace, &done.name, &done.status).await {
+                    tracing::warn!(job = %done.name, error = %e, "cannot record the job's result");
+                }
+            }
+            Ok(_) | Err(sless_core::Error::NotFound { .. }) => {}
+            Err(e) => tracing::warn!(job = %done.name, error = %e, "cannot record the job's result"),
+        }
+    }
+
     fn start_run(&mut self, j: JobRecord, status: JobStatus) {
         let dispatcher = self.dispatcher.clone();
-        let registry = self.registry.clone();
         let span = tracing::info_span!("job", namespace = %j.namespace, job = %j.name, run_id = j.spec.run_id);
         self.runs.spawn(
             async move {
@@ -317,15 +346,7 @@ impl Controller {
                     Utc::now(),
                 );
                 status.last_run = Some(run);
-                // A newer run_id may have started meanwhile; only the run of the current one writes.
-                match registry.get_job(&j.namespace, &j.name).await {
-                    Ok(current) if current.status.last_run_id == Some(j.spec.run_id) => {
-                        if let Err(e) = registry.update_job_status(&j.namespace, &j.name, &status).await {
-                            tracing::warn!(error = %e, "cannot record the job's result");
-                        }
-                    }
-                    _ => {}
-                }
+                Some(JobDone { namespace: j.namespace, name: j.name, run_id: j.spec.run_id, status })
             }
             .instrument(span),
         );

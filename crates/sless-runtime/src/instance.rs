@@ -32,6 +32,9 @@ use crate::{Error, Result};
 const MAX_LOG_LINES: usize = 10_000;
 /// Most log bytes kept per call.
 const MAX_LOG_BYTES: usize = 1024 * 1024;
+/// Longest log line kept, in bytes; a longer one is cut (a write without a newline counts
+/// as one line).
+const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// Everything needed to start a runtime process for one function version.
 #[derive(Debug, Clone)]
@@ -154,6 +157,8 @@ struct Shared {
     ready: AtomicBool,
     /// The runtime said `init_error`.
     init_failed: AtomicBool,
+    /// The `init_error` it sent (type, message), answered to every call of this process.
+    init_error: Mutex<Option<(String, String)>>,
     /// Set when the connection ended: how the process exited. Calls that start later fail at
     /// once with it.
     ended: Mutex<Option<String>>,
@@ -303,6 +308,7 @@ impl Instance {
             broken: AtomicBool::new(false),
             ready: AtomicBool::new(false),
             init_failed: AtomicBool::new(false),
+            init_error: Mutex::new(None),
             ended: Mutex::new(None),
             memory: Mutex::new(None),
         });
@@ -364,7 +370,7 @@ impl Instance {
         // The process may have ended before this call was registered: nobody else will fail it.
         let ended = lock(&self.shared.ended).clone();
         if let Some(exit) = ended {
-            self.shared.finish(&id, InvokeResult::Crashed { message: exit });
+            self.shared.finish(&id, self.shared.death(exit));
         }
         let answered = tokio::time::timeout(timeout, answer).await;
         *lock(&self.last_used) = std::time::Instant::now();
@@ -468,6 +474,7 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
                     InvokeResult::Failed { error_type: text("errorType"), error_message: text("errorMessage") };
                 if kind == "init_error" {
                     shared.init_failed.store(true, Ordering::SeqCst);
+                    *lock(&shared.init_error) = Some((text("errorType"), text("errorMessage")));
                     let ids: Vec<String> = lock(&shared.pending).keys().cloned().collect();
                     for id in ids {
                         shared.finish(&id, failure.clone());
@@ -489,11 +496,20 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
     *lock(&shared.ended) = Some(exit.clone());
     let ids: Vec<String> = lock(&shared.pending).keys().cloned().collect();
     for id in ids {
-        shared.finish(&id, InvokeResult::Crashed { message: exit.clone() });
+        shared.finish(&id, shared.death(exit.clone()));
     }
 }
 
 impl Shared {
+    /// What a call gets from a process that is gone: its `init_error` if it sent one (the
+    /// handler could not be loaded), else how it exited.
+    fn death(&self, exit: String) -> InvokeResult {
+        match lock(&self.init_error).clone() {
+            Some((error_type, error_message)) => InvokeResult::Failed { error_type, error_message },
+            None => InvokeResult::Crashed { message: exit },
+        }
+    }
+
     /// Ends a call: its result (an out-of-memory death is told apart from other crashes) and
     /// its collected lines.
     fn finish(&self, id: &str, result: InvokeResult) {
@@ -603,10 +619,21 @@ impl LogCollector {
             let line: String = buf.drain(..=i).collect();
             self.push_line(line.trim_end_matches(['\n', '\r']).to_string());
         }
+        if buf.len() > MAX_LINE_BYTES {
+            self.push_line(std::mem::take(&mut buf));
+        }
         *(if stream == "stderr" { &mut self.partial_err } else { &mut self.partial_out }) = buf;
     }
 
-    fn push_line(&mut self, line: String) {
+    fn push_line(&mut self, mut line: String) {
+        if line.len() > MAX_LINE_BYTES {
+            let mut cut = MAX_LINE_BYTES;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+            line.push_str(&format!(" [sless] line cut at {MAX_LINE_BYTES} bytes"));
+        }
         if let Some(p) = &self.publish {
             let entry =
                 LogLine { time: chrono::Utc::now(), request_id: Some(p.request_id.clone()), line: line.clone() };
@@ -644,6 +671,15 @@ mod tests {
         c.push_data("stderr", "x\n");
         c.push_data("stdout", "b\nc");
         assert_eq!(c.finish(), ["x", "ab", "c"]);
+    }
+
+    #[test]
+    fn huge_lines_are_cut_not_dropped() {
+        let mut c = LogCollector::detached();
+        c.push_data("stdout", &"A".repeat(3 * MAX_LINE_BYTES));
+        let lines = c.finish();
+        assert!(!lines.is_empty() && lines.iter().all(|l| l.len() < MAX_LINE_BYTES + 64), "{}", lines.len());
+        assert!(lines[0].ends_with("line cut at 65536 bytes"));
     }
 
     #[test]

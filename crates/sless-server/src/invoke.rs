@@ -31,7 +31,7 @@ pub(crate) async fn invoke(
     Path(p): Path<InvokePath>,
     request: Request,
 ) -> ApiResult<Response> {
-    call(state, peer, p, request, CallSource::invoke()).await
+    call(state, peer, p, request, CallSource::invoke(), true).await
 }
 
 /// `ANY /fn/{ns}/{name}[/{path}]`: public unless the function's http trigger says
@@ -50,10 +50,13 @@ pub(crate) async fn public(
             name: p.name.clone(),
         }));
     };
-    if trigger.spec.auth == HttpAuth::Token {
+    let ours = trigger.spec.auth == HttpAuth::Token;
+    if ours {
         auth::check(&state, request.headers())?;
     }
-    call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }).await
+    // A public route's `Authorization` header is the caller's own (a function may check its
+    // own tokens); the platform's token is never passed on.
+    call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }, ours).await
 }
 
 async fn call(
@@ -62,6 +65,7 @@ async fn call(
     p: InvokePath,
     request: Request,
     from: CallSource,
+    strip_authorization: bool,
 ) -> ApiResult<Response> {
     validate_name("namespace", &p.ns)?;
     validate_name("name", &p.name)?;
@@ -91,7 +95,7 @@ async fn call(
     let headers: Vec<(String, String)> = parts
         .headers
         .iter()
-        .filter(|(name, _)| *name != header::AUTHORIZATION)
+        .filter(|(name, _)| !(strip_authorization && *name == header::AUTHORIZATION))
         .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
     let path = format!("/{}", p.path.as_deref().unwrap_or_default());

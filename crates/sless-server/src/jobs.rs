@@ -86,6 +86,11 @@ pub(crate) async fn replace(
     let body = read_json(&headers, body, &["application/json"]).await?;
     let (body_name, spec) = JobSpec::from_json(&body)?;
     check_same_name(name, body_name.as_deref())?;
+    let current = state.registry.get_job(ns, name).await?;
+    if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
+        // Nothing changes: no new resource_version (an `@every` schedule keeps its phase).
+        return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));
+    }
     let j = state.registry.replace_job_spec(ns, name, &spec, expected).await?;
     Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
 }

@@ -160,9 +160,15 @@ pub fn toml_to_json(v: &toml::Value) -> Value {
 }
 
 /// Checks what the server would refuse anyway, but naming the manifest: duplicate names,
-/// a cron trigger without a schedule, cron-only fields on http triggers, and two http
+/// a cron trigger without a valid schedule, cron-only fields on http triggers, and two http
 /// triggers for one function.
 fn check_triggers_and_jobs(file: &Path, m: &Manifest) -> anyhow::Result<()> {
+    let mut functions = std::collections::BTreeSet::new();
+    for f in &m.functions {
+        if !functions.insert(f.name.as_str()) {
+            bail!("{}: function {:?} declared twice", file.display(), f.name);
+        }
+    }
     let mut names = std::collections::BTreeSet::new();
     let mut http_functions = BTreeMap::new();
     for t in &m.triggers {
@@ -172,9 +178,12 @@ fn check_triggers_and_jobs(file: &Path, m: &Manifest) -> anyhow::Result<()> {
         }
         match t.kind {
             TriggerType::Cron => {
-                if t.schedule.is_none() {
+                let Some(schedule) = &t.schedule else {
                     bail!("{}: a cron trigger needs a schedule", at());
-                }
+                };
+                // Checked here too, so nothing of the manifest is applied when it is wrong.
+                sless_core::schedule::check(schedule, t.timezone.as_deref().unwrap_or("UTC"))
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
                 if t.auth.is_some() {
                     bail!("{}: auth applies to http triggers only", at());
                 }

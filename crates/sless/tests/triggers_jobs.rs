@@ -259,3 +259,29 @@ async fn prewarm_makes_the_tick_a_warm_call_and_schedule_changes_apply_at_once()
     let moved = wait_invocations(&server, "other", "", 1).await;
     assert_eq!(moved[0]["source_name"], "pw");
 }
+
+#[tokio::test]
+async fn a_public_route_passes_the_callers_authorization_and_an_unchanged_put_keeps_the_version() {
+    let server = Server::start();
+    let code = "def handler(event, context):\n    return {'auth': (event['headers'] or {}).get('authorization')}\n";
+    server.deploy("own-auth", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let body = json!({"name": "oa", "function": "own-auth", "type": "http"});
+    assert_eq!(post(&server, "triggers", body.clone()).await.0, 201);
+    let r = server
+        .http
+        .get(format!("{}/fn/default/own-auth", server.url))
+        .bearer_auth("callers-own-jwt")
+        .send()
+        .await
+        .expect("call");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!({"auth": "Bearer callers-own-jwt"}));
+    // The invoke API never passes the platform's token on.
+    assert_eq!(server.invoke("own-auth", "GET", "", None).await.2, json!({"auth": null}));
+
+    let put = |b: &Value| server.http.put(format!("{}/v1/namespaces/default/triggers/oa", server.url)).json(b);
+    let (s, _, t) = server.send(put(&body)).await;
+    assert_eq!((s, t["resource_version"].clone()), (200, json!(1)), "nothing changed: {t}");
+    let (s, _, t) =
+        server.send(put(&json!({"name": "oa", "function": "own-auth", "type": "http", "auth": "token"}))).await;
+    assert_eq!((s, t["resource_version"].clone()), (200, json!(2)));
+}
