@@ -16,25 +16,11 @@ use sless_core::status::{FunctionStatus, VersionPhase};
 use sless_core::traits::FunctionRecord;
 
 use crate::body::{content_length, discard, media_type, read_json, read_limited};
-use crate::resource::{ListQuery, check_namespace, if_match, with_etag};
+use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 
 /// Media types accepted for a code archive.
 const ZIP_TYPES: [&str; 3] = ["application/zip", "application/x-zip-compressed", "application/octet-stream"];
-
-#[derive(Deserialize)]
-pub(crate) struct FnPath {
-    ns: String,
-    name: String,
-}
-
-impl FnPath {
-    fn validated(&self) -> ApiResult<(&str, &str)> {
-        validate_name("namespace", &self.ns)?;
-        validate_name("name", &self.name)?;
-        Ok((&self.ns, &self.name))
-    }
-}
 
 /// The function as the API shows it: the record plus its `url`, with `ETag`.
 fn function_response(state: &AppState, status: StatusCode, f: &FunctionRecord) -> Response {
@@ -84,7 +70,7 @@ pub(crate) async fn list(
     Ok(q.respond(items, |f| f.name.clone(), |f| function_json(&state, f)))
 }
 
-pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Response> {
+pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let f = state.registry.get_function(ns, name).await?;
     Ok(function_response(&state, StatusCode::OK, &f))
@@ -92,7 +78,7 @@ pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<FnPath>) ->
 
 pub(crate) async fn replace(
     State(state): State<AppState>,
-    Path(p): Path<FnPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -106,7 +92,7 @@ pub(crate) async fn replace(
 
 pub(crate) async fn patch(
     State(state): State<AppState>,
-    Path(p): Path<FnPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -150,7 +136,7 @@ async fn apply_spec(
     Ok(function_response(state, StatusCode::OK, &updated))
 }
 
-pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Response> {
+pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let f = state.registry.get_function(ns, name).await?;
     state.registry.delete_function(ns, name).await?;
@@ -160,7 +146,7 @@ pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<FnPath>)
 
 pub(crate) async fn upload(
     State(state): State<AppState>,
-    Path(p): Path<FnPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -237,7 +223,7 @@ pub(crate) async fn upload(
 /// `POST …/rollback {"version": n}`: makes a built earlier version active again.
 pub(crate) async fn rollback(
     State(state): State<AppState>,
-    Path(p): Path<FnPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -265,7 +251,7 @@ pub(crate) async fn rollback(
     Ok((StatusCode::ACCEPTED, Json(json!({ "version": version, "sha256": v.sha256 }))).into_response())
 }
 
-pub(crate) async fn versions(State(state): State<AppState>, Path(p): Path<FnPath>) -> ApiResult<Json<Value>> {
+pub(crate) async fn versions(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Json<Value>> {
     let (ns, name) = p.validated()?;
     let items = state.registry.list_versions(ns, name).await?;
     Ok(Json(json!({ "items": items, "next_cursor": null })))

@@ -15,13 +15,8 @@ use sless_core::invocation::{InvocationQuery, InvocationRecord, Outcome};
 use sless_core::names::validate_name;
 use tokio::sync::broadcast;
 
+use crate::resource::NamePath;
 use crate::{ApiResult, AppError, AppState};
-
-#[derive(Deserialize)]
-pub(crate) struct FnPath {
-    ns: String,
-    name: String,
-}
 
 #[derive(Deserialize)]
 pub(crate) struct IdPath {
@@ -61,11 +56,10 @@ fn summary(r: &InvocationRecord) -> Value {
 
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Path(p): Path<FnPath>,
+    Path(p): Path<NamePath>,
     Query(q): Query<ListParams>,
 ) -> ApiResult<Json<Value>> {
-    validate_name("namespace", &p.ns)?;
-    validate_name("name", &p.name)?;
+    let (ns, name) = p.validated()?;
     // Records outlive their function: no existence check.
     let limit: u32 = match q.limit.as_deref() {
         None | Some("") => 100,
@@ -85,14 +79,14 @@ pub(crate) async fn list(
         );
     }
     let query = InvocationQuery {
-        function: Some(p.name.clone()),
+        function: Some(name.to_string()),
         outcomes,
         since: time("since", q.since.as_deref())?,
         until: time("until", q.until.as_deref())?,
         before_id: q.cursor.filter(|c| !c.is_empty()),
         limit: limit + 1,
     };
-    let mut items = state.invocations.list(&p.ns, &query).await?;
+    let mut items = state.invocations.list(ns, &query).await?;
     let next = if items.len() > limit as usize {
         items.truncate(limit as usize);
         items.last().map(|r| r.id.clone())
@@ -119,12 +113,11 @@ pub(crate) struct LogParams {
 /// (HTML Living Standard §9.2), one `data:` JSON line per output line.
 pub(crate) async fn logs(
     State(state): State<AppState>,
-    Path(p): Path<FnPath>,
+    Path(p): Path<NamePath>,
     Query(q): Query<LogParams>,
 ) -> ApiResult<Response> {
-    validate_name("namespace", &p.ns)?;
-    validate_name("name", &p.name)?;
-    state.registry.get_function(&p.ns, &p.name).await?;
+    let (ns, name) = p.validated()?;
+    state.registry.get_function(ns, name).await?;
     let tail: usize = match q.tail.as_deref() {
         None | Some("") => 100,
         Some(t) => t
@@ -138,7 +131,7 @@ pub(crate) async fn logs(
         Some("true") | Some("1") => true,
         Some(_) => return Err(AppError::field("follow", "must be true or false")),
     };
-    let (recent, rx) = state.logs.follow(&p.ns, &p.name, tail);
+    let (recent, rx) = state.logs.follow(ns, name, tail);
     if !follow {
         return Ok(Json(json!({ "items": recent })).into_response());
     }

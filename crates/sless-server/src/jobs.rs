@@ -6,29 +6,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
-use serde::Deserialize;
 use serde_json::Value;
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
 use sless_core::names::validate_name;
 use sless_core::spec::check_same_name;
 
 use crate::body::read_json;
-use crate::resource::{ListQuery, check_namespace, if_match, with_etag};
+use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
-
-#[derive(Deserialize)]
-pub(crate) struct JobPath {
-    ns: String,
-    name: String,
-}
-
-impl JobPath {
-    fn validated(&self) -> ApiResult<(&str, &str)> {
-        validate_name("namespace", &self.ns)?;
-        validate_name("name", &self.name)?;
-        Ok((&self.ns, &self.name))
-    }
-}
 
 fn render(j: &JobRecord) -> Value {
     serde_json::to_value(j).unwrap_or(Value::Null)
@@ -69,7 +54,7 @@ pub(crate) async fn list(
     Ok(q.respond(items, |j| j.name.clone(), render))
 }
 
-pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<JobPath>) -> ApiResult<Response> {
+pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let j = state.registry.get_job(ns, name).await?;
     Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
@@ -77,7 +62,7 @@ pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<JobPath>) -
 
 pub(crate) async fn replace(
     State(state): State<AppState>,
-    Path(p): Path<JobPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -97,7 +82,7 @@ pub(crate) async fn replace(
 
 pub(crate) async fn patch(
     State(state): State<AppState>,
-    Path(p): Path<JobPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -114,7 +99,7 @@ pub(crate) async fn patch(
     Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
 }
 
-pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<JobPath>) -> ApiResult<Response> {
+pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let j = state.registry.get_job(ns, name).await?;
     state.registry.delete_job(ns, name).await?;

@@ -9,6 +9,22 @@ use sless_core::traits::Page;
 
 use crate::{ApiResult, AppError};
 
+/// `/v1/namespaces/{ns}/<kind>/{name}`: both DNS-1123 labels, checked by [`NamePath::validated`].
+#[derive(Deserialize)]
+pub(crate) struct NamePath {
+    ns: String,
+    name: String,
+}
+
+impl NamePath {
+    /// The namespace and name. Errors: 400 naming `namespace` or `name`.
+    pub(crate) fn validated(&self) -> ApiResult<(&str, &str)> {
+        sless_core::names::validate_name("namespace", &self.ns)?;
+        sless_core::names::validate_name("name", &self.name)?;
+        Ok((&self.ns, &self.name))
+    }
+}
+
 /// `?limit=&cursor=` of a list. `limit` is 1–1000 (default 100); `cursor` is the
 /// `next_cursor` of the previous page.
 #[derive(Deserialize)]

@@ -6,7 +6,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
-use serde::Deserialize;
 use serde_json::Value;
 use sless_core::names::validate_name;
 use sless_core::schedule::check as check_schedule;
@@ -15,22 +14,8 @@ use sless_core::traits::Page;
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus, TriggerType};
 
 use crate::body::read_json;
-use crate::resource::{ListQuery, check_namespace, if_match, with_etag};
+use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
-
-#[derive(Deserialize)]
-pub(crate) struct TriggerPath {
-    ns: String,
-    name: String,
-}
-
-impl TriggerPath {
-    fn validated(&self) -> ApiResult<(&str, &str)> {
-        validate_name("namespace", &self.ns)?;
-        validate_name("name", &self.name)?;
-        Ok((&self.ns, &self.name))
-    }
-}
 
 fn render(t: &TriggerRecord) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
@@ -110,7 +95,7 @@ pub(crate) async fn list(
     Ok(q.respond(items, |t| t.name.clone(), render))
 }
 
-pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<TriggerPath>) -> ApiResult<Response> {
+pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let t = state.registry.get_trigger(ns, name).await?;
     Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
@@ -118,7 +103,7 @@ pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<TriggerPath
 
 pub(crate) async fn replace(
     State(state): State<AppState>,
-    Path(p): Path<TriggerPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -140,7 +125,7 @@ pub(crate) async fn replace(
 
 pub(crate) async fn patch(
     State(state): State<AppState>,
-    Path(p): Path<TriggerPath>,
+    Path(p): Path<NamePath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -159,7 +144,7 @@ pub(crate) async fn patch(
     Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
 }
 
-pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<TriggerPath>) -> ApiResult<Response> {
+pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let t = state.registry.get_trigger(ns, name).await?;
     state.registry.delete_trigger(ns, name).await?;
