@@ -139,6 +139,9 @@ pub trait Registry: Send + Sync {
     async fn get_version(&self, namespace: &str, function: &str, version: u32) -> Result<VersionRecord>;
     /// All versions of a function, oldest first.
     async fn list_versions(&self, namespace: &str, function: &str) -> Result<Vec<VersionRecord>>;
+    /// Deletes a version with its build log, unless it is the function's active version
+    /// (checked atomically). Returns whether it was deleted; a missing one is not an error.
+    async fn delete_version(&self, namespace: &str, function: &str, version: u32) -> Result<bool>;
     /// Records a version's build result and its log.
     async fn set_version_build(
         &self,
@@ -211,6 +214,17 @@ pub trait InvocationLog: Send + Sync {
     async fn prune(&self, retention: &Retention, now: DateTime<Utc>) -> Result<u64>;
 }
 
+/// A stored blob, as [`BlobStore::list`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobMeta {
+    /// Its key, e.g. `archives/<sha256>.zip`.
+    pub key: String,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// When it was last written.
+    pub last_modified: DateTime<Utc>,
+}
+
 /// Where code archives are kept, keyed by SHA-256 (a folder locally; S3 in production).
 #[async_trait::async_trait]
 pub trait BlobStore: Send + Sync {
@@ -220,6 +234,9 @@ pub trait BlobStore: Send + Sync {
     async fn get(&self, key: &str) -> Result<Bytes>;
     /// Deletes a blob; a missing blob is not an error.
     async fn delete(&self, key: &str) -> Result<()>;
+    /// Every blob whose key starts with the folder `prefix` (e.g. `archives/`), in no
+    /// particular order.
+    async fn list(&self, prefix: &str) -> Result<Vec<BlobMeta>>;
 }
 
 /// What to run: a function's spec at one built version.

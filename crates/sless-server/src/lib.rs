@@ -6,6 +6,7 @@ mod auth;
 mod body;
 mod error;
 mod functions;
+mod gc;
 mod invocations;
 mod invoke;
 mod jobs;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub limits: Limits,
     /// The server's base URL, e.g. `http://127.0.0.1:8080`, used in the `url` field.
     pub base_url: String,
+    /// What the collector keeps when `POST /v1/gc` names nothing else.
+    pub gc: sless_store::GcPolicy,
 }
 
 /// The API's router.
@@ -93,6 +96,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/namespaces/{ns}/triggers/{name}",
             get(triggers::get).put(triggers::replace).patch(triggers::patch).delete(triggers::delete),
         )
+        .route("/v1/gc", axum::routing::post(gc::run))
         .route("/v1/namespaces/{ns}/jobs", get(jobs::list).post(jobs::create))
         .route(
             "/v1/namespaces/{ns}/jobs/{name}",

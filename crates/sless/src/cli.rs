@@ -61,6 +61,9 @@ pub enum Command {
     Invocation(InvocationCommand),
     /// Print a function's log lines (-f to follow).
     Logs(LogsArgs),
+    /// Delete unused versions and the archives no version references, now (the server
+    /// also does it periodically).
+    Gc(GcArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -72,10 +75,13 @@ pub struct ServerArgs {
     /// data folder ($XDG_DATA_HOME/sless or ~/.local/share/sless) for `server`.
     #[arg(long, env = "SLESS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Registry database: sqlite://PATH (default: sless.db in the data folder).
-    #[arg(long, env = "SLESS_DATABASE_URL")]
+    /// Registry and invocation log: sqlite://PATH or postgres://USER:PASSWORD@HOST:PORT/DB
+    /// (default: sless.db in the data folder).
+    #[arg(long, env = "SLESS_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
-    /// Archive store: file:///PATH (default: archives/ in the data folder).
+    /// Archive store: file:///PATH or s3://BUCKET/PREFIX, configured by the usual AWS_*
+    /// variables (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    /// AWS_ALLOW_HTTP, …) (default: archives/ in the data folder).
     #[arg(long, env = "SLESS_BLOB_URL")]
     pub blob_url: Option<String>,
     /// Where functions run; only `local` in this build.
@@ -129,6 +135,17 @@ pub struct ServerArgs {
     /// How often triggers and jobs are reconciled even without a change, in seconds.
     #[arg(long, env = "SLESS_RESYNC_SEC", default_value_t = 30)]
     pub resync_sec: u64,
+    /// How often unused versions and archives are collected, in seconds (0: only by
+    /// `sless gc`).
+    #[arg(long, env = "SLESS_GC_INTERVAL_SEC", default_value_t = 3600)]
+    pub gc_interval_sec: u64,
+    /// Versions the collector keeps per function besides the active one: the newest ones.
+    #[arg(long, env = "SLESS_GC_KEEP_VERSIONS", default_value_t = 10)]
+    pub gc_keep_versions: u32,
+    /// Archives no version references are kept this long after they were written, in
+    /// seconds (an upload stores its archive before it adds the version).
+    #[arg(long, env = "SLESS_GC_GRACE_SEC", default_value_t = 3600)]
+    pub gc_grace_sec: u64,
     /// Log format.
     #[arg(long, env = "SLESS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -412,4 +429,21 @@ pub struct LogsArgs {
     /// Output format: table prints `TIME REQUEST_ID LINE`, json one JSON object per line.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Versions to keep per function besides the active one (default: the server's
+    /// --gc-keep-versions).
+    #[arg(long, value_name = "N")]
+    pub keep_versions: Option<u32>,
+    /// Keep unreferenced archives written less than this many seconds ago (default: the
+    /// server's --gc-grace-sec).
+    #[arg(long, value_name = "SEC")]
+    pub grace_sec: Option<u64>,
+    /// Only show what would be deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::cli::{Connection, DeployArgs, FnCommand, InvokeArgs, Output, VersionsArgs};
+use crate::cli::{Connection, DeployArgs, FnCommand, GcArgs, InvokeArgs, Output, VersionsArgs};
 use crate::manifest::{FunctionDecl, folder_name, resolve};
 use crate::pack::zip_dir;
 
@@ -636,5 +636,45 @@ pub async fn versions(conn: &Connection, args: VersionsArgs) -> anyhow::Result<(
         })
         .unwrap_or_default();
     print_table(&["VERSION", "PHASE", "ACTIVE", "SHA256", "SIZE_BYTES", "CREATED", "MESSAGE"], &rows);
+    Ok(())
+}
+
+/// `sless gc`: asks the server to collect now and prints what it deleted.
+pub async fn gc(conn: &Connection, args: GcArgs) -> anyhow::Result<()> {
+    let client = Client::connect(conn)?;
+    let mut query = Vec::new();
+    if let Some(n) = args.keep_versions {
+        query.push(("keep_versions", n.to_string()));
+    }
+    if let Some(sec) = args.grace_sec {
+        query.push(("grace_sec", sec.to_string()));
+    }
+    if args.dry_run {
+        query.push(("dry_run", "true".to_string()));
+    }
+    let report = client.expect(client.http.post(format!("{}/v1/gc", client.base)).query(&query)).await?;
+    if args.out.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for v in report["versions"].as_array().into_iter().flatten() {
+        let function = format!("{}/{}", s(v, &["namespace"]), s(v, &["function"]));
+        rows.push(vec!["version".into(), format!("{function} {}", s(v, &["version"])), String::new()]);
+    }
+    for a in report["archives"].as_array().into_iter().flatten() {
+        rows.push(vec!["archive".into(), s(a, &["key"]), s(a, &["size_bytes"])]);
+    }
+    if !rows.is_empty() {
+        print_table(&["KIND", "WHAT", "SIZE_BYTES"], &rows);
+    }
+    let count = |k: &str| report[k].as_array().map_or(0, Vec::len);
+    eprintln!(
+        "{} {} versions and {} archives ({} bytes)",
+        if report["dry_run"] == true { "would delete" } else { "deleted" },
+        count("versions"),
+        count("archives"),
+        report["bytes_freed"].as_u64().unwrap_or(0)
+    );
     Ok(())
 }

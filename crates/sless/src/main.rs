@@ -55,6 +55,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Invocations(args) => observe_cli::invocations(&cli.conn, args).await?,
         Command::Invocation(cmd) => observe_cli::invocation(&cli.conn, cmd).await?,
         Command::Logs(args) => observe_cli::logs(&cli.conn, args).await?,
+        Command::Gc(args) => client::gc(&cli.conn, args).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

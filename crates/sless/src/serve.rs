@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use sless_core::archive::ArchiveLimits;
 use sless_core::invocation::Retention;
 use sless_core::traits::InvocationLog;
 use sless_core::traits::{BlobStore, Executor, Registry};
 use sless_runtime::{Dispatcher, Interpreters, LocalConfig, LocalExecutor, LogHub, Metrics, Recorder, RecorderConfig};
 use sless_server::{AdminToken, AppState, Limits};
-use sless_store::{LocalBlobStore, SqliteRegistry};
+use sless_store::gc::{GcPolicy, collect};
+use sless_store::{LastKnown, ObjectBlobStore, SqlRegistry};
 use tokio::net::TcpListener;
 
 use crate::cli::{ServerArgs, UpArgs};
@@ -30,6 +31,7 @@ struct Platform {
     executor: LocalExecutor,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     controllers: tokio::task::JoinHandle<()>,
+    collector: tokio::task::JoinHandle<()>,
     recorder: tokio::task::JoinHandle<()>,
     stop: tokio::sync::watch::Sender<bool>,
     /// Held while the platform runs (see `start`).
@@ -83,24 +85,121 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn sqlite_path(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<PathBuf> {
-    match args.database_url.as_deref() {
-        None => Ok(data_dir.join("sless.db")),
-        Some(url) => match url.strip_prefix("sqlite://") {
-            Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
-            _ => bail!("--database-url {url:?}: only sqlite://PATH is supported by this build"),
-        },
+/// `url` with its password (in the user part or a `password=` parameter) replaced by `***`,
+/// for messages.
+fn redact(url: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            let authority = match authority.rsplit_once('@') {
+                Some((user, host)) => match user.split_once(':') {
+                    Some((name, _)) => format!("{name}:***@{host}"),
+                    None => authority.to_string(),
+                },
+                None => authority.to_string(),
+            };
+            format!("{scheme}://{authority}{path}")
+        }
+        None => base.to_string(),
+    };
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => p.to_string(),
+            })
+            .collect();
+        out = format!("{out}?{}", params.join("&"));
     }
+    out
 }
 
-fn blob_dir(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<PathBuf> {
-    match args.blob_url.as_deref() {
-        None => Ok(data_dir.join("archives")),
-        Some(url) => match url.strip_prefix("file://") {
-            Some(path) if path.starts_with('/') => Ok(PathBuf::from(path)),
-            _ => bail!("--blob-url {url:?}: only file:///ABSOLUTE/PATH is supported by this build"),
-        },
+/// A storage error in one line: what failed and, when it adds something, its root cause.
+fn storage_error(e: &sless_core::Error) -> String {
+    let top = match e {
+        sless_core::Error::Storage(inner) => inner.to_string(),
+        other => other.to_string(),
+    };
+    let mut root: &dyn std::error::Error = e;
+    while let Some(source) = root.source() {
+        root = source;
     }
+    let root = root.to_string();
+    if top.contains(&root) { top } else { format!("{top}: {root}") }
+}
+
+/// The registry and invocation log that `--database-url` names (SQLite in the data folder
+/// by default). Errors name the database (without its password).
+async fn open_database(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<SqlRegistry> {
+    let url = args.database_url.as_deref().unwrap_or_default();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return SqlRegistry::open_postgres(url)
+            .await
+            .map_err(|e| anyhow!("cannot open the database {}: {}", redact(url), storage_error(&e)));
+    }
+    let path = match url.strip_prefix("sqlite://") {
+        _ if url.is_empty() => data_dir.join("sless.db"),
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => bail!("--database-url {:?}: expected sqlite://PATH or postgres://…", redact(url)),
+    };
+    SqlRegistry::open_sqlite(&path)
+        .await
+        .map_err(|e| anyhow!("cannot open the database {}: {}", path.display(), storage_error(&e)))
+}
+
+/// The archive store that `--blob-url` names (archives/ in the data folder by default),
+/// checked to answer. Errors name the store.
+async fn open_blobs(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<ObjectBlobStore> {
+    let url = args.blob_url.as_deref().unwrap_or_default();
+    let store = if url.starts_with("s3://") {
+        ObjectBlobStore::s3(url, &[]).with_context(|| format!("--blob-url {url}"))?
+    } else {
+        let dir = match url.strip_prefix("file://") {
+            _ if url.is_empty() => data_dir.join("archives"),
+            Some(path) if path.starts_with('/') => PathBuf::from(path),
+            _ => bail!("--blob-url {url:?}: expected file:///ABSOLUTE/PATH or s3://BUCKET/PREFIX"),
+        };
+        ObjectBlobStore::local(&dir)
+            .map_err(|e| anyhow!("cannot open the archive folder {}: {}", dir.display(), storage_error(&e)))?
+    };
+    let shown = if url.is_empty() { data_dir.join("archives").display().to_string() } else { url.to_string() };
+    store.check().await.map_err(|e| anyhow!("cannot reach the archive store {shown}: {}", storage_error(&e)))?;
+    Ok(store)
+}
+
+/// Collects every `interval` until `stop` (never when `interval` is zero).
+fn spawn_collector(
+    registry: Arc<dyn Registry>,
+    blobs: Arc<dyn BlobStore>,
+    policy: GcPolicy,
+    interval: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if interval.is_zero() {
+            return;
+        }
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                _ = ticks.tick() => {}
+            }
+            match collect(registry.as_ref(), blobs.as_ref(), &policy, chrono::Utc::now()).await {
+                Ok(r) => tracing::info!(
+                    versions = r.versions.len(),
+                    archives = r.archives.len(),
+                    bytes_freed = r.bytes_freed,
+                    "collected"
+                ),
+                Err(e) => tracing::warn!(error = %e, "collection failed; trying again at the next interval"),
+            }
+        }
+    })
 }
 
 async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<Platform> {
@@ -114,19 +213,13 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
     if lock.try_lock().is_err() {
         bail!("another sless is already using the data folder {} (pass another --data-dir)", data_dir.display());
     }
-    let db = sqlite_path(args, &data_dir)?;
-    let sqlite = Arc::new(
-        SqliteRegistry::open(&db).await.with_context(|| format!("cannot open the database {}", db.display()))?,
-    );
-    let registry: Arc<dyn Registry> = sqlite.clone();
-    let invocations: Arc<dyn InvocationLog> = sqlite;
+    let sql = Arc::new(open_database(args, &data_dir).await?);
+    tracing::info!(backend = sql.backend(), "database open");
+    let registry: Arc<dyn Registry> = sql.clone();
+    let invocations: Arc<dyn InvocationLog> = sql;
     let metrics = Arc::new(Metrics::new());
     let logs = Arc::new(LogHub::default());
-    let blobs_dir = blob_dir(args, &data_dir)?;
-    let blobs: Arc<dyn BlobStore> = Arc::new(
-        LocalBlobStore::open(&blobs_dir)
-            .with_context(|| format!("cannot open the archive folder {}", blobs_dir.display()))?,
-    );
+    let blobs: Arc<dyn BlobStore> = Arc::new(open_blobs(args, &data_dir).await?);
     let interpreters = tokio::task::spawn_blocking({
         let (python, node) = (args.python.clone(), args.node.clone());
         move || Interpreters::resolve(&python, &node)
@@ -167,8 +260,9 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         RecorderConfig { retention, ..RecorderConfig::default() },
     );
     let executor_dyn: Arc<dyn Executor> = Arc::new(executor.clone());
+    // Calls keep reaching the versions already known while the database is unreachable.
     let dispatcher = Arc::new(Dispatcher::new(
-        registry.clone(),
+        Arc::new(LastKnown::new(registry.clone())),
         executor_dyn.clone(),
         recorder,
         metrics.clone(),
@@ -178,9 +272,10 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
     let addr = listener.local_addr()?;
     let base_url = format!("http://{addr}");
     let token = admin_token(&data_dir)?;
+    let gc_policy = GcPolicy { keep_versions: args.gc_keep_versions, grace_sec: args.gc_grace_sec, dry_run: false };
     let state = AppState {
         registry: registry.clone(),
-        blobs,
+        blobs: blobs.clone(),
         executor: executor_dyn.clone(),
         dispatcher: dispatcher.clone(),
         invocations,
@@ -193,11 +288,19 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
             max_response_bytes: args.max_body_mb * 1024 * 1024,
         },
         base_url: base_url.clone(),
+        gc: gc_policy,
     };
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let shutdown = async move {
         let _ = stopped.wait_for(|s| *s).await;
     };
+    let collector = spawn_collector(
+        registry.clone(),
+        blobs.clone(),
+        gc_policy,
+        Duration::from_secs(args.gc_interval_sec),
+        stop.subscribe(),
+    );
     let server = tokio::spawn(sless_server::serve(listener, state, shutdown));
     let controllers = sless_runtime::spawn_controllers(
         registry,
@@ -223,6 +326,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         executor,
         server,
         controllers,
+        collector,
         recorder: recorder_task,
         stop,
         _lock: lock,
@@ -265,6 +369,7 @@ impl Platform {
             Err(_) => tracing::warn!("calls still in flight after {} s; stopping them", DRAIN_TIMEOUT.as_secs()),
         }
         let _ = self.controllers.await;
+        let _ = self.collector.await;
         self.executor.shutdown().await;
         // The last holders of the recorder are gone: it writes what is queued and ends.
         if tokio::time::timeout(Duration::from_secs(10), self.recorder).await.is_err() {
@@ -307,4 +412,21 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         eprintln!("ready. Press Ctrl-C to stop.");
     }
     platform.run_until_signal().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(redact("postgres://sless:s3cret@db:5432/sless"), "postgres://sless:***@db:5432/sless");
+        assert_eq!(redact("postgres://sless@db/sless"), "postgres://sless@db/sless");
+        assert_eq!(
+            redact("postgres://db/sless?user=a&password=x&sslmode=require"),
+            "postgres://db/sless?user=a&password=***&sslmode=require"
+        );
+        assert_eq!(redact("postgres://u:p:q@db"), "postgres://u:***@db");
+        assert_eq!(redact("sqlite:///var/lib/sless.db"), "sqlite:///var/lib/sless.db");
+    }
 }

@@ -48,8 +48,21 @@ impl Server {
         s
     }
 
+    /// Starts a server in a new temp data folder with extra flags and environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(String, String)]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = Self::start_in_env(dir.path(), args, env);
+        s._dir = Some(dir);
+        s
+    }
+
     /// Starts a server on an existing data folder (for restart tests).
     pub fn start_in(data: &Path, args: &[&str]) -> Server {
+        Self::start_in_env(data, args, &[])
+    }
+
+    /// Starts a server on an existing data folder with extra flags and environment variables.
+    pub fn start_in_env(data: &Path, args: &[&str], env: &[(String, String)]) -> Server {
         let stderr =
             data.join(format!("server-{}.log", std::process::id() as u128 + Instant::now().elapsed().as_nanos()));
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&stderr).expect("log file");
@@ -61,6 +74,7 @@ impl Server {
             .env("SLESS_ADMIN_TOKEN", TOKEN)
             .env("SLESS_CONFIG_DIR", data.join("config"))
             .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
