@@ -17,7 +17,7 @@ use crate::shims::{Interpreters, Shims};
 use crate::{Error, Result};
 
 /// Marker file written last into a finished build folder.
-const DONE_MARKER: &str = ".sless-built";
+pub(crate) const DONE_MARKER: &str = ".sless-built";
 
 /// The result of a build.
 #[derive(Debug, Clone)]

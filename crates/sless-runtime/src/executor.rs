@@ -150,12 +150,17 @@ impl LocalExecutor {
         Ok(executor)
     }
 
-    /// Restarts the builds a previous run left unfinished (versions still `Building`).
+    /// Restarts the builds a previous run left unfinished (versions still `Building`), and
+    /// builds the active version of functions whose build is not on this machine (a new
+    /// server on a shared database and archive store).
     pub async fn resume(&self) -> Result<()> {
         for f in self.inner.registry.all_functions().await? {
             for v in self.inner.registry.list_versions(&f.namespace, &f.name).await? {
-                if v.phase == VersionPhase::Building {
-                    tracing::info!(namespace = %f.namespace, function = %f.name, version = v.version, "resuming an interrupted build");
+                let active = f.active_version == Some(v.version);
+                let built_here =
+                    build_dir(&self.inner.builds, f.spec.runtime, &v.sha256).join(crate::builder::DONE_MARKER).exists();
+                if v.phase == VersionPhase::Building || (active && !built_here) {
+                    tracing::info!(namespace = %f.namespace, function = %f.name, version = v.version, "building (resumed or not built on this machine)");
                     self.spawn_rollout(f.namespace.clone(), f.name.clone(), v.version);
                 }
             }

@@ -92,6 +92,12 @@ async fn server_on_postgres_and_s3_keeps_functions_across_restarts() {
     let (s, _, b) = server.send(server.http.get(server.api("/hello/versions"))).await;
     assert_eq!((s, b["items"].as_array().map(Vec::len)), (200, Some(1)), "{b}");
     assert_eq!(call_until_ok(&server, "hello").await["v"], 2);
+
+    // A second server with a data folder of its own, on the same database and archive store,
+    // builds what it has not built and serves it.
+    let other = tempfile::tempdir().expect("tempdir");
+    let second = Server::start_in_env(other.path(), &args, &s3.env());
+    assert_eq!(call_until_ok(&second, "hello").await["v"], 2, "{}", second.log());
 }
 
 #[tokio::test]

@@ -138,3 +138,39 @@ async fn one_instance_serves_concurrency_calls_at_once() {
         assert_eq!(pids.len(), 1, "{name}: one instance served all three: {pids:?}");
     }
 }
+
+/// Pids of the processes whose command line mentions `needle`.
+fn pids_mentioning(needle: &str) -> std::collections::BTreeSet<u64> {
+    common::processes_mentioning(needle).iter().filter_map(|l| l.split(':').next()?.parse().ok()).collect()
+}
+
+#[tokio::test]
+async fn a_cold_start_specialises_a_warm_pool_process_and_the_pool_refills() {
+    let server = Server::start_with(&["--warm-pool-size", "1"]);
+    let shims = server.data.join("runtimes").display().to_string();
+    server.deploy("pooled", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({})).await;
+    server
+        .deploy(
+            "pooled-js",
+            "nodejs20",
+            "index.handler",
+            &[("index.js", "exports.handler = async () => process.pid;")],
+            json!({}),
+        )
+        .await;
+    // One generic process per runtime, started with the server.
+    let mut warm = std::collections::BTreeSet::new();
+    wait_until("the warm pool is up", async || {
+        warm = pids_mentioning(&shims);
+        warm.len() == 2
+    })
+    .await;
+    let (s, _, pid) = server.invoke("pooled", "GET", "", None).await;
+    assert_eq!(s, 200);
+    assert!(warm.contains(&pid.as_u64().expect("pid")), "served by a warm-pool process: {pid} not in {warm:?}");
+    let (s, _, js_pid) = server.invoke("pooled-js", "GET", "", None).await;
+    assert_eq!(s, 200);
+    assert!(warm.contains(&js_pid.as_u64().expect("pid")), "{js_pid} not in {warm:?}");
+    // Both were taken; the pool starts new generic processes.
+    wait_until("the pool refills", async || pids_mentioning(&shims).difference(&warm).count() == 2).await;
+}
