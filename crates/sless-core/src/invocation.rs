@@ -108,6 +108,10 @@ pub struct InvocationRecord {
     pub response_bytes: u64,
     /// Whether an instance was started for this call.
     pub cold_start: bool,
+    /// For a cold start, how the instance began: `process` (a new interpreter) or `pool` (a
+    /// warm-pool process that loaded the function for this call).
+    #[serde(default)]
+    pub cold_start_kind: Option<String>,
     /// The lines the call printed (capped; the last line says so when cut).
     pub logs: Vec<String>,
 }

@@ -308,6 +308,8 @@ pub struct InvokeOutcome {
     pub result: InvokeResult,
     /// Whether an instance was started for this call.
     pub cold_start: bool,
+    /// For a cold start: `process` (a new interpreter) or `pool` (a warm-pool process).
+    pub cold_start_kind: Option<&'static str>,
     /// Output lines printed during the call (stdout and stderr, in order).
     pub logs: Vec<String>,
 }

@@ -141,6 +141,7 @@ impl Dispatcher {
             request_bytes,
             response_bytes: answer.response.body.len() as u64,
             cold_start: outcome.cold_start,
+            cold_start_kind: outcome.cold_start_kind.map(str::to_string),
             logs: outcome.logs,
         });
         Ok(answer)
@@ -164,6 +165,7 @@ impl Dispatcher {
             request_bytes: rejection.request_bytes,
             response_bytes: 0,
             cold_start: false,
+            cold_start_kind: None,
             logs: Vec::new(),
         });
     }

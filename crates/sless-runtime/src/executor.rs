@@ -453,7 +453,7 @@ impl Executor for LocalExecutor {
 
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> sless_core::Result<InvokeOutcome> {
         use std::sync::atomic::Ordering::Relaxed;
-        let refused = |result| Ok(InvokeOutcome { result, cold_start: false, logs: Vec::new() });
+        let refused = |result| Ok(InvokeOutcome { result, cold_start: false, cold_start_kind: None, logs: Vec::new() });
         let pool = self.inner.pool(target);
         if let Some((message, retry_after_sec)) = lock(&pool.crashes).holding_off(Instant::now()) {
             return refused(InvokeResult::Unavailable { message, retry_after_sec });
@@ -477,13 +477,13 @@ impl Executor for LocalExecutor {
                 return refused(InvokeResult::Throttled { message });
             }
         };
-        let (instance, cold_start) = loop {
+        let (instance, start_kind) = loop {
             let needs_room = {
                 let mut instances = lock(&pool.instances);
                 instances.retain(|i| i.healthy());
                 if let Some(i) = instances.iter().find(|i| i.inflight.load(Relaxed) < pool.concurrency) {
                     i.inflight.fetch_add(1, Relaxed);
-                    break (i.clone(), false);
+                    break (i.clone(), None);
                 }
                 if self.inner.total_instances() < self.inner.config.max_instances_total {
                     // Taken or started under the pool's lock, so parallel calls never start
@@ -491,7 +491,7 @@ impl Executor for LocalExecutor {
                     if let Some(i) = self.inner.take_warm(&pool.launch) {
                         i.inflight.fetch_add(1, Relaxed);
                         instances.push(i.clone());
-                        break (i, true);
+                        break (i, Some("pool"));
                     }
                     let i = Instance::spawn(
                         &pool.launch,
@@ -502,7 +502,7 @@ impl Executor for LocalExecutor {
                     )?;
                     i.inflight.fetch_add(1, Relaxed);
                     instances.push(i.clone());
-                    break (i, true);
+                    break (i, Some("process"));
                 }
                 true
             };
@@ -512,6 +512,7 @@ impl Executor for LocalExecutor {
                 return refused(InvokeResult::Throttled { message });
             }
         };
+        let cold_start = start_kind.is_some();
         if !instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.live).await {
             instance.inflight.fetch_sub(1, Relaxed);
             lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
@@ -528,7 +529,7 @@ impl Executor for LocalExecutor {
         }
         self.inner.count_instances(&pool);
         self.inner.track_starts(&pool, failed_start, &out.result).await;
-        Ok(InvokeOutcome { result: out.result, cold_start, logs: out.logs })
+        Ok(InvokeOutcome { result: out.result, cold_start, cold_start_kind: start_kind, logs: out.logs })
     }
 
     async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {

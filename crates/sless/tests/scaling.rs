@@ -36,6 +36,21 @@ async fn an_idle_instance_stops_and_the_next_call_starts_one() {
     let (s, _, second) = server.invoke("nap", "GET", "", None).await;
     assert_eq!(s, 200);
     assert_ne!(second, first);
+    let mut kinds = Vec::new();
+    wait_until("both calls' records", async || {
+        let (_, _, page) = server.send(server.http.get(server.api("/nap/invocations?limit=10"))).await;
+        kinds = page["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r["cold_start_kind"].clone())
+            .collect();
+        kinds.len() == 3
+    })
+    .await;
+    // Newest first: a cold start after scale to zero, a warm call, the first cold start.
+    assert!(!kinds[0].is_null() && kinds[1].is_null() && !kinds[2].is_null(), "{kinds:?}");
 }
 
 #[tokio::test]
@@ -173,4 +188,13 @@ async fn a_cold_start_specialises_a_warm_pool_process_and_the_pool_refills() {
     assert!(warm.contains(&js_pid.as_u64().expect("pid")), "{js_pid} not in {warm:?}");
     // Both were taken; the pool starts new generic processes.
     wait_until("the pool refills", async || pids_mentioning(&shims).difference(&warm).count() == 2).await;
+    // The record says which kind of cold start it was.
+    let mut kind = Value::Null;
+    wait_until("the call is recorded", async || {
+        let (_, _, page) = server.send(server.http.get(server.api("/pooled/invocations"))).await;
+        kind = page["items"][0]["cold_start_kind"].clone();
+        !kind.is_null()
+    })
+    .await;
+    assert_eq!(kind, "pool");
 }

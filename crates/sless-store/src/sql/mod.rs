@@ -173,7 +173,7 @@ const DELETE_VERSION: &str = "DELETE FROM versions WHERE namespace = $1 AND func
      AND NOT EXISTS (SELECT 1 FROM functions WHERE namespace = $1 AND name = $2 AND active_version = $3)";
 
 const INSERT_INVOCATIONS: &str = "INSERT INTO invocations (id, namespace, function, version, source, source_name, \
-     started_at, duration_ms, status, outcome, error_type, error_message, request_bytes, response_bytes, cold_start, logs) ";
+     started_at, duration_ms, status, outcome, error_type, error_message, request_bytes, response_bytes, cold_start, cold_start_kind, logs) ";
 
 /// Deletes records started before `$1` and, per function, all but the newest `$2`.
 const PRUNE_INVOCATIONS: &str = "DELETE FROM invocations WHERE started_at < $1 OR id IN (\
@@ -700,6 +700,7 @@ impl InvocationLog for SqlRegistry {
                         .push_bind(int(r.request_bytes))
                         .push_bind(int(r.response_bytes))
                         .push_bind(r.cold_start)
+                        .push_bind(r.cold_start_kind.as_deref())
                         .push_bind(logs.as_str());
                 });
                 // A batch retried after a partial failure stores each record once.

@@ -203,6 +203,7 @@ pub(super) struct InvocationRow {
     request_bytes: i64,
     response_bytes: i64,
     cold_start: bool,
+    cold_start_kind: Option<String>,
     logs: String,
 }
 
@@ -228,6 +229,7 @@ impl InvocationRow {
             error_type: self.error_type,
             error_message: self.error_message,
             cold_start: self.cold_start,
+            cold_start_kind: self.cold_start_kind,
         })
     }
 }

@@ -329,6 +329,7 @@ fn invocation(i: u64, function: &str) -> InvocationRecord {
         request_bytes: i,
         response_bytes: 2 * i,
         cold_start: i.is_multiple_of(4),
+        cold_start_kind: i.is_multiple_of(4).then(|| "pool".to_string()),
         logs: vec![format!("line {i}"), "second \"quoted\" line".into()],
     }
 }
