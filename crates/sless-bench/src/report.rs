@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::sections::{CONCURRENCY, ColdRow, Density, DeployRow, Recording, WarmCell};
+use crate::sections::{CONCURRENCY, ColdRow, Density, DeployRow, Recording, WARM_FUNCTION_CONCURRENCY, WarmCell};
 
 /// Where and how the run happened.
 #[derive(Debug, Clone, Serialize)]
@@ -266,7 +266,10 @@ pub fn markdown(r: &Results) -> String {
                 w.errors
             );
         }
-        let _ = writeln!(s, "\nConcurrency levels: {CONCURRENCY:?}.\n");
+        let _ = writeln!(
+            s,
+            "\nConcurrency levels: {CONCURRENCY:?}; the functions run with `concurrency` {WARM_FUNCTION_CONCURRENCY}.\n"
+        );
     }
     if !r.cold.is_empty() {
         s.push_str(

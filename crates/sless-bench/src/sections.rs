@@ -90,12 +90,18 @@ fn function_name(rt: &Runtime) -> String {
     format!("hello-{}", rt.label)
 }
 
+/// The `concurrency` of the warm section's functions: one instance takes as many calls at
+/// once as the bare server it is compared with (which serves every connection it has).
+pub const WARM_FUNCTION_CONCURRENCY: usize = 64;
+
 /// Warm calls: the bare server vs sless's invoke API vs the public `/fn/` route.
 pub async fn warm(server: &Sless, runtimes: &[Runtime], size: Size) -> Result<Vec<WarmCell>> {
     let mut cells = Vec::new();
     for rt in runtimes {
         let name = function_name(rt);
-        server.deploy(&name, rt.sless_runtime, rt.entrypoint, &[(rt.file, rt.hello)]).await?;
+        let mut extra = serde_json::Map::new();
+        extra.insert("concurrency".into(), WARM_FUNCTION_CONCURRENCY.into());
+        server.deploy_with(&name, rt.sless_runtime, rt.entrypoint, &[(rt.file, rt.hello)], extra).await?;
         server.http_trigger(&name).await?;
         wait_public(server, &name).await?;
         let (_direct_child, direct_addr) = rt.spawn_server().await?;

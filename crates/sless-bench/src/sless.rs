@@ -129,7 +129,24 @@ impl Sless {
 
     /// Creates a function from files and waits until it serves.
     pub async fn deploy(&self, name: &str, runtime: &str, entrypoint: &str, files: &[(&str, &str)]) -> Result<()> {
-        self.create(&json!({"name": name, "runtime": runtime, "entrypoint": entrypoint})).await?;
+        self.deploy_with(name, runtime, entrypoint, files, serde_json::Map::new()).await
+    }
+
+    /// [`Sless::deploy`] with more spec fields (e.g. `concurrency`).
+    pub async fn deploy_with(
+        &self,
+        name: &str,
+        runtime: &str,
+        entrypoint: &str,
+        files: &[(&str, &str)],
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        let mut spec = serde_json::Map::new();
+        spec.insert("name".into(), json!(name));
+        spec.insert("runtime".into(), json!(runtime));
+        spec.insert("entrypoint".into(), json!(entrypoint));
+        spec.extend(extra);
+        self.create(&serde_json::Value::Object(spec)).await?;
         let v = self.upload(name, zip(files)?).await?;
         self.wait_version(name, v, Duration::from_millis(20)).await
     }

@@ -12,7 +12,12 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
 
 /// The parts of an HTTP request that become an event.
 #[derive(Debug, Clone)]
@@ -35,67 +40,155 @@ pub struct HttpRequest<'a> {
     pub request_time_epoch_ms: i64,
 }
 
-/// Builds the API Gateway proxy 1.0 event for `req`.
-pub fn http_event(req: &HttpRequest<'_>) -> Value {
-    let mut headers = Map::new();
-    let mut multi_headers: Map<String, Value> = Map::new();
-    for (name, value) in req.headers {
-        let name = name.to_ascii_lowercase();
-        headers.insert(name.clone(), Value::String(value.clone()));
-        push_multi(&mut multi_headers, name, value.clone());
-    }
-    let (query, multi_query) = match req.query.filter(|q| !q.is_empty()) {
-        None => (Value::Null, Value::Null),
-        Some(q) => {
-            let mut single = Map::new();
-            let mut multi = Map::new();
-            for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-                single.insert(k.to_string(), Value::String(v.to_string()));
-                push_multi(&mut multi, k.into_owned(), v.into_owned());
-            }
-            (Value::Object(single), Value::Object(multi))
-        }
-    };
+/// Builds the API Gateway proxy 1.0 event for `req`, as JSON text: serialised in one pass
+/// from borrowed parts (this runs on every HTTP call, so no `Value` tree is built).
+///
+/// `headers` and `queryStringParameters` hold each name once, at its first position, with
+/// its last value; `multiValueHeaders` and `multiValueQueryStringParameters` hold every value
+/// in arrival order (as API Gateway does). Empty headers, no query string and an empty body
+/// are `null`; a body that is not UTF-8 is base64 with `isBase64Encoded: true`.
+pub fn http_event(req: &HttpRequest<'_>) -> Box<RawValue> {
+    let headers: Vec<(Cow<'_, str>, &str)> =
+        req.headers.iter().map(|(name, value)| (lowercase(name), value.as_str())).collect();
+    let query: Option<Vec<(Cow<'_, str>, Cow<'_, str>)>> =
+        req.query.filter(|q| !q.is_empty()).map(|q| form_urlencoded::parse(q.as_bytes()).collect());
     let (body, is_base64) = if req.body.is_empty() {
-        (Value::Null, false)
+        (None, false)
     } else {
         match std::str::from_utf8(req.body) {
-            Ok(text) => (Value::String(text.to_string()), false),
-            Err(_) => (Value::String(BASE64.encode(req.body)), true),
+            Ok(text) => (Some(Cow::Borrowed(text)), false),
+            Err(_) => (Some(Cow::Owned(BASE64.encode(req.body))), true),
         }
     };
     let proxy = req.path.trim_start_matches('/');
-    let path_parameters = if proxy.is_empty() { Value::Null } else { json!({ "proxy": proxy }) };
-    let user_agent = headers.get("user-agent").cloned().unwrap_or(Value::Null);
-    let empty_if_none = |m: Map<String, Value>| if m.is_empty() { Value::Null } else { Value::Object(m) };
-    json!({
-        "resource": "/{proxy+}",
-        "path": req.path,
-        "httpMethod": req.method,
-        "headers": empty_if_none(headers),
-        "multiValueHeaders": empty_if_none(multi_headers),
-        "queryStringParameters": query,
-        "multiValueQueryStringParameters": multi_query,
-        "pathParameters": path_parameters,
-        "stageVariables": null,
-        "requestContext": {
-            "resourcePath": "/{proxy+}",
-            "httpMethod": req.method,
-            "path": req.path,
-            "requestId": req.request_id,
-            "requestTimeEpoch": req.request_time_epoch_ms,
-            "stage": "$default",
-            "protocol": "HTTP/1.1",
-            "identity": { "sourceIp": req.source_ip, "userAgent": user_agent },
+    let user_agent = headers.iter().rev().find(|(name, _)| name == "user-agent").map(|(_, value)| *value);
+    let headers = (!headers.is_empty()).then_some(headers);
+    let event = ProxyEvent {
+        resource: "/{proxy+}",
+        path: req.path,
+        http_method: req.method,
+        headers: headers.as_deref().map(Pairs::last),
+        multi_value_headers: headers.as_deref().map(Pairs::all),
+        query_string_parameters: query.as_deref().map(Pairs::last),
+        multi_value_query_string_parameters: query.as_deref().map(Pairs::all),
+        path_parameters: (!proxy.is_empty()).then_some(PathParameters { proxy }),
+        stage_variables: None,
+        request_context: RequestContext {
+            resource_path: "/{proxy+}",
+            http_method: req.method,
+            path: req.path,
+            request_id: req.request_id,
+            request_time_epoch: req.request_time_epoch_ms,
+            stage: "$default",
+            protocol: "HTTP/1.1",
+            identity: Identity { source_ip: req.source_ip, user_agent },
         },
-        "body": body,
-        "isBase64Encoded": is_base64,
-    })
+        body,
+        is_base64_encoded: is_base64,
+    };
+    raw(&event)
 }
 
-fn push_multi(map: &mut Map<String, Value>, key: String, value: String) {
-    if let Value::Array(items) = map.entry(key).or_insert_with(|| Value::Array(Vec::new())) {
-        items.push(Value::String(value));
+/// `value` as JSON text. Serialising these types cannot fail (string keys only); `null`
+/// stands in if it ever did.
+pub fn raw(value: &impl Serialize) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+fn lowercase(name: &str) -> Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(name)
+    }
+}
+
+/// API Gateway proxy payload 1.0, field for field (camelCase names, as AWS sends them).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProxyEvent<'a> {
+    resource: &'static str,
+    path: &'a str,
+    http_method: &'a str,
+    headers: Option<Pairs<'a, Cow<'a, str>, &'a str>>,
+    multi_value_headers: Option<Pairs<'a, Cow<'a, str>, &'a str>>,
+    query_string_parameters: Option<Pairs<'a, Cow<'a, str>, Cow<'a, str>>>,
+    multi_value_query_string_parameters: Option<Pairs<'a, Cow<'a, str>, Cow<'a, str>>>,
+    path_parameters: Option<PathParameters<'a>>,
+    stage_variables: Option<()>,
+    request_context: RequestContext<'a>,
+    body: Option<Cow<'a, str>>,
+    is_base64_encoded: bool,
+}
+
+#[derive(Serialize)]
+struct PathParameters<'a> {
+    proxy: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestContext<'a> {
+    resource_path: &'static str,
+    http_method: &'a str,
+    path: &'a str,
+    request_id: &'a str,
+    request_time_epoch: i64,
+    stage: &'static str,
+    protocol: &'static str,
+    identity: Identity<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Identity<'a> {
+    source_ip: &'a str,
+    user_agent: Option<&'a str>,
+}
+
+/// (name, value) pairs written as a JSON object with each name once, at its first position:
+/// with its last value (`all == false`) or with the array of all its values.
+struct Pairs<'a, K, V> {
+    pairs: &'a [(K, V)],
+    all: bool,
+}
+
+impl<'a, K, V> Pairs<'a, K, V> {
+    fn last(pairs: &'a [(K, V)]) -> Self {
+        Pairs { pairs, all: false }
+    }
+
+    fn all(pairs: &'a [(K, V)]) -> Self {
+        Pairs { pairs, all: true }
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> Serialize for Pairs<'_, K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // name → the indexes of its values, in order; names in order of first appearance.
+        let mut index: HashMap<&str, Vec<usize>> = HashMap::with_capacity(self.pairs.len());
+        let mut order = Vec::with_capacity(self.pairs.len());
+        for (i, (name, _)) in self.pairs.iter().enumerate() {
+            index
+                .entry(name.as_ref())
+                .or_insert_with(|| {
+                    order.push(name.as_ref());
+                    Vec::new()
+                })
+                .push(i);
+        }
+        let value = |i: &usize| self.pairs[*i].1.as_ref();
+        let mut map = serializer.serialize_map(Some(order.len()))?;
+        for name in order {
+            let at = &index[name];
+            if self.all {
+                map.serialize_entry(name, &at.iter().map(value).collect::<Vec<_>>())?;
+            } else if let Some(last) = at.last() {
+                map.serialize_entry(name, value(last))?;
+            }
+        }
+        map.end()
     }
 }
 
@@ -227,9 +320,52 @@ mod tests {
         }
     }
 
+    fn event(r: &HttpRequest<'_>) -> Value {
+        serde_json::from_str(http_event(r).get()).expect("the event is JSON")
+    }
+
+    #[test]
+    fn the_http_event_is_api_gateway_proxy_1_0() {
+        let h = vec![
+            ("user-agent".to_string(), "curl/8".to_string()),
+            ("x-b".to_string(), "1".to_string()),
+            ("accept".to_string(), "*/*".to_string()),
+            ("x-b".to_string(), "2".to_string()),
+        ];
+        let text = http_event(&req(Some("q=%C3%A9+x&z"), &h, b"hi"));
+        assert_eq!(
+            serde_json::from_str::<Value>(text.get()).expect("json"),
+            json!({
+                "resource": "/{proxy+}",
+                "path": "/a/b",
+                "httpMethod": "POST",
+                "headers": {"user-agent": "curl/8", "x-b": "2", "accept": "*/*"},
+                "multiValueHeaders": {"user-agent": ["curl/8"], "x-b": ["1", "2"], "accept": ["*/*"]},
+                "queryStringParameters": {"q": "é x", "z": ""},
+                "multiValueQueryStringParameters": {"q": ["é x"], "z": [""]},
+                "pathParameters": {"proxy": "a/b"},
+                "stageVariables": null,
+                "requestContext": {
+                    "resourcePath": "/{proxy+}",
+                    "httpMethod": "POST",
+                    "path": "/a/b",
+                    "requestId": "r1",
+                    "requestTimeEpoch": 1,
+                    "stage": "$default",
+                    "protocol": "HTTP/1.1",
+                    "identity": {"sourceIp": "127.0.0.1", "userAgent": "curl/8"},
+                },
+                "body": "hi",
+                "isBase64Encoded": false,
+            })
+        );
+        // A repeated name keeps its first position (with its last value).
+        assert!(text.get().contains(r#""headers":{"user-agent":"curl/8","x-b":"2","accept":"*/*"}"#), "{text}");
+    }
+
     #[test]
     fn query_single_and_multi_values() {
-        let e = http_event(&req(Some("a=1&a=2&b="), &[], b""));
+        let e = event(&req(Some("a=1&a=2&b="), &[], b""));
         assert_eq!(e["queryStringParameters"], json!({"a": "2", "b": ""}));
         assert_eq!(e["multiValueQueryStringParameters"], json!({"a": ["1", "2"], "b": [""]}));
         assert_eq!(e["pathParameters"], json!({"proxy": "a/b"}));
@@ -237,7 +373,7 @@ mod tests {
 
     #[test]
     fn empty_query_and_body_are_null() {
-        let e = http_event(&req(None, &[], b""));
+        let e = event(&req(None, &[], b""));
         assert_eq!(e["queryStringParameters"], Value::Null);
         assert_eq!(e["body"], Value::Null);
         assert_eq!(e["isBase64Encoded"], false);
@@ -246,12 +382,12 @@ mod tests {
     #[test]
     fn headers_lowercase_last_wins_and_binary_is_base64() {
         let h = vec![("X-A".to_string(), "1".to_string()), ("x-a".to_string(), "2".to_string())];
-        let e = http_event(&req(None, &h, &[0xff, 0x00]));
+        let e = event(&req(None, &h, &[0xff, 0x00]));
         assert_eq!(e["headers"]["x-a"], "2");
         assert_eq!(e["multiValueHeaders"]["x-a"], json!(["1", "2"]));
         assert_eq!(e["body"], "/wA=");
         assert_eq!(e["isBase64Encoded"], true);
-        let e = http_event(&req(None, &h, "{\"é\":1}".as_bytes()));
+        let e = event(&req(None, &h, "{\"é\":1}".as_bytes()));
         assert_eq!(e["body"], "{\"é\":1}");
     }
 

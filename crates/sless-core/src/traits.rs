@@ -91,6 +91,46 @@ pub struct Change {
     pub name: String,
 }
 
+/// How a registry announces its changes: a broadcast channel of [`Change`]s plus a
+/// generation counter, bumped before each announcement, that caches compare instead of
+/// subscribing (see [`Registry::generation`]). Clones share both.
+#[derive(Debug, Clone)]
+pub struct ChangeFeed {
+    sender: tokio::sync::broadcast::Sender<Change>,
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ChangeFeed {
+    /// A feed whose subscribers may lag `capacity` changes behind before they lose some.
+    pub fn new(capacity: usize) -> Self {
+        let (sender, _) = tokio::sync::broadcast::channel(capacity);
+        ChangeFeed { sender, generation: Default::default() }
+    }
+
+    /// Announces `change` (call it after the write is committed): bumps the generation, then
+    /// tells the subscribers. Nobody listening is fine.
+    pub fn send(&self, change: Change) {
+        self.bump();
+        let _ = self.sender.send(change);
+    }
+
+    /// Bumps the generation without a change to name: for when changes may have been missed
+    /// (e.g. a lost connection to the other servers' announcements).
+    pub fn bump(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Change notifications from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change> {
+        self.sender.subscribe()
+    }
+
+    /// The number of announcements so far (plus bumps).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// The registry of functions, versions, triggers and jobs (SQL locally; custom resources on
 /// Kubernetes). Every write sends a [`Change`] to subscribers.
 #[async_trait::async_trait]
@@ -98,6 +138,12 @@ pub trait Registry: Send + Sync {
     /// Change notifications from now on. A receiver that lags loses notifications (and
     /// learns so from `RecvError::Lagged`): resync then.
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change>;
+    /// A counter that grows with every change this registry announces: its own writes (once
+    /// committed) and, where several servers share the store, the others' announcements as
+    /// they arrive. A cache stamps what it reads with the generation read *before* the read;
+    /// an unchanged generation later means the entry is still current, as far as this server
+    /// has heard.
+    fn generation(&self) -> u64;
     /// Stores a new function. Errors: `AlreadyExists`.
     async fn create_function(&self, record: &FunctionRecord) -> Result<()>;
     /// One function. Errors: `NotFound`.
@@ -259,8 +305,9 @@ pub struct InvokeTarget {
 pub struct Invocation {
     /// The request id (also given to the handler as `context.aws_request_id`).
     pub request_id: String,
-    /// The event (an HTTP event, a cron event, a job event, or the raw JSON of an invoke).
-    pub event: Value,
+    /// The event as JSON text (an API Gateway proxy 1.0 event, a scheduled event, a job
+    /// event), passed to the runtime as it is.
+    pub event: Box<serde_json::value::RawValue>,
 }
 
 /// How a call ended.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sless_core::decide::{JobAction, job_action, trigger_phase};
-use sless_core::event::{cron_event, job_event};
+use sless_core::event::{cron_event, job_event, raw};
 use sless_core::invocation::Source;
 use sless_core::job::{JobPhase, JobRecord, JobRun, JobStatus};
 use sless_core::schedule::Schedule;
@@ -218,7 +218,7 @@ impl Controller {
                     }
                 };
                 let id = uuid::Uuid::now_v7().to_string();
-                let event = cron_event(&id, &ns, &name, tick, &payload);
+                let event = raw(&cron_event(&id, &ns, &name, tick, &payload));
                 if let Err(e) = dispatcher.call(&target, id, event, &from, 0).await {
                     tracing::warn!(error = %e, "cron call failed");
                 }
@@ -299,7 +299,13 @@ impl Controller {
                 let result = match dispatcher.target(&j.namespace, &j.spec.function).await {
                     Ok(target) => {
                         dispatcher
-                            .call(&target, id.clone(), job_event(&j.name, j.spec.run_id, &j.spec.payload), &from, 0)
+                            .call(
+                                &target,
+                                id.clone(),
+                                raw(&job_event(&j.name, j.spec.run_id, &j.spec.payload)),
+                                &from,
+                                0,
+                            )
                             .await
                     }
                     Err(e) => Err(e),

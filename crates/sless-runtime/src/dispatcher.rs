@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use serde_json::Value;
-use sless_core::decide::callable;
+use serde_json::value::RawValue;
 use sless_core::event::{Answer, answer};
 use sless_core::invocation::{InvocationRecord, Outcome, Source};
 use sless_core::traits::{Executor, Invocation, InvokeTarget, Registry};
+use sless_core::trigger::TriggerRecord;
 
+use crate::Result;
 use crate::metrics::{InvocationLabels, Metrics};
 use crate::recorder::Recorder;
-use crate::{Error, Result};
+use crate::routes::RouteCache;
 
 /// Where a call came from, for the record and the metrics.
 #[derive(Debug, Clone)]
@@ -54,7 +55,7 @@ impl Rejection {
 
 /// Calls functions and records every call.
 pub struct Dispatcher {
-    registry: Arc<dyn Registry>,
+    routes: RouteCache,
     executor: Arc<dyn Executor>,
     recorder: Recorder,
     metrics: Arc<Metrics>,
@@ -76,7 +77,7 @@ impl Dispatcher {
         metrics: Arc<Metrics>,
         max_response_bytes: usize,
     ) -> Self {
-        Dispatcher { registry, executor, recorder, metrics, max_response_bytes }
+        Dispatcher { routes: RouteCache::new(registry), executor, recorder, metrics, max_response_bytes }
     }
 
     /// The metrics the dispatcher counts into.
@@ -84,13 +85,17 @@ impl Dispatcher {
         &self.metrics
     }
 
-    /// What to run for a function now. Errors: `Core(NotFound)` for a missing function,
-    /// [`Error::NotReady`] when it has no active version or is disabled.
+    /// What to run for a function now (from memory while the registry is unchanged, see
+    /// [`RouteCache`]). Errors: `Core(NotFound)` for a missing function,
+    /// [`crate::Error::NotReady`] when it has no active version or is disabled.
     pub async fn target(&self, namespace: &str, name: &str) -> Result<InvokeTarget> {
-        let f = self.registry.get_function(namespace, name).await?;
-        let version = callable(f.spec.enabled, f.active_version, &f.status).map_err(Error::NotReady)?;
-        let v = self.registry.get_version(namespace, name, version).await?;
-        Ok(InvokeTarget { namespace: f.namespace, name: f.name, spec: f.spec, version, sha256: v.sha256 })
+        self.routes.target(namespace, name).await
+    }
+
+    /// The function's enabled http trigger, `None` without one (cached like
+    /// [`Dispatcher::target`]).
+    pub async fn http_trigger(&self, namespace: &str, function: &str) -> Result<Option<TriggerRecord>> {
+        self.routes.http_trigger(namespace, function).await
     }
 
     /// Calls `target` with `event` and records the call under `request_id`.
@@ -99,7 +104,7 @@ impl Dispatcher {
         &self,
         target: &InvokeTarget,
         request_id: String,
-        event: Value,
+        event: Box<RawValue>,
         from: &CallSource,
         request_bytes: u64,
     ) -> Result<Answer> {
@@ -116,7 +121,9 @@ impl Dispatcher {
         for line in &outcome.logs {
             tracing::debug!(target: "function", namespace = %target.namespace, function = %target.name, request_id = %request_id, "{line}");
         }
-        tracing::info!(
+        // One line per call at `debug` (the invocation record holds the same and more): a
+        // line per call at `info` costs a busy server a measurable share of its time.
+        tracing::debug!(
             namespace = %target.namespace, function = %target.name, version = target.version, request_id = %request_id,
             source = from.source.as_str(), status = answer.response.status, outcome = answer.outcome.as_str(),
             duration_ms = elapsed.as_secs_f64() * 1000.0, cold_start = outcome.cold_start, "invocation"

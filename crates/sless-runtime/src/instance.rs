@@ -127,6 +127,17 @@ pub(crate) struct GenericSpec {
     pub node_heap_mb: Option<u32>,
 }
 
+/// The `invoke` frame (runtimes/PROTOCOL.md), written without copying the event.
+#[derive(serde::Serialize)]
+struct InvokeFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    /// Unix epoch milliseconds.
+    deadline_ms: u64,
+    event: &'a serde_json::value::RawValue,
+}
+
 /// A running runtime process, shared by the calls it serves.
 pub(crate) struct Instance {
     /// The executor's count of live instances (decremented on drop).
@@ -360,7 +371,7 @@ impl Instance {
         lock(&self.shared.pending).insert(id.clone(), Pending { logs, done });
         let deadline_ms =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0) + timeout.as_millis();
-        let frame = json!({"type": "invoke", "id": id, "deadline_ms": deadline_ms as u64, "event": invocation.event});
+        let frame = InvokeFrame { kind: "invoke", id: &id, deadline_ms: deadline_ms as u64, event: &invocation.event };
         let written = write_frame(&mut *self.writer.lock().await, &frame).await;
         if let Err(e) = written {
             // The reader task fails the call once it sees the process gone.

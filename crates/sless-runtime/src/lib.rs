@@ -13,6 +13,7 @@ mod logs;
 mod metrics;
 mod protocol;
 mod recorder;
+mod routes;
 mod shims;
 
 pub use builder::BuildOutput;
@@ -23,4 +24,5 @@ pub use executor::{LocalConfig, LocalExecutor};
 pub use logs::{LogHub, LogLine};
 pub use metrics::Metrics;
 pub use recorder::{Recorder, RecorderConfig};
+pub use routes::{MAX_AGE as ROUTE_CACHE_MAX_AGE, RouteCache};
 pub use shims::Interpreters;

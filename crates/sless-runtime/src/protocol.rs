@@ -10,12 +10,12 @@ use crate::{Error, Result};
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
 /// Writes one frame.
-pub async fn write_frame(w: &mut (impl AsyncWrite + Unpin), value: &Value) -> Result<()> {
-    let body = serde_json::to_vec(value).map_err(|e| Error::Protocol(e.to_string()))?;
-    let len = u32::try_from(body.len()).map_err(|_| Error::Protocol("frame too large".into()))?;
-    let mut buf = Vec::with_capacity(body.len() + 4);
-    buf.extend_from_slice(&len.to_be_bytes());
-    buf.extend_from_slice(&body);
+pub async fn write_frame(w: &mut (impl AsyncWrite + Unpin), value: &impl serde::Serialize) -> Result<()> {
+    // The length prefix is written in front of the JSON in one buffer (one write, no copy).
+    let mut buf = vec![0u8; 4];
+    serde_json::to_writer(&mut buf, value).map_err(|e| Error::Protocol(e.to_string()))?;
+    let len = u32::try_from(buf.len() - 4).map_err(|_| Error::Protocol("frame too large".into()))?;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
     w.write_all(&buf).await.map_err(Error::io("writing to the runtime"))?;
     w.flush().await.map_err(Error::io("writing to the runtime"))
 }

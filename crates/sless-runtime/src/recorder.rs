@@ -26,6 +26,9 @@ pub struct RecorderConfig {
     pub retention: Retention,
     /// How often retention is applied (default 5 minutes).
     pub prune_every: Duration,
+    /// Whether records are kept at all (default true; `sless server --no-record`). When
+    /// false, [`Recorder::record`] discards them; retention still prunes older ones.
+    pub keep: bool,
 }
 
 impl Default for RecorderConfig {
@@ -36,6 +39,7 @@ impl Default for RecorderConfig {
             flush_every: Duration::from_millis(100),
             retention: Retention::default(),
             prune_every: Duration::from_secs(300),
+            keep: true,
         }
     }
 }
@@ -45,6 +49,7 @@ impl Default for RecorderConfig {
 pub struct Recorder {
     tx: mpsc::Sender<InvocationRecord>,
     metrics: Arc<Metrics>,
+    keep: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -64,12 +69,13 @@ impl Recorder {
         let (tx, rx) = mpsc::channel(config.queue.max(1));
         let handle =
             tokio::spawn(write_loop(rx, log, metrics.clone(), config).instrument(tracing::info_span!("recorder")));
-        (Recorder { tx, metrics }, handle)
+        (Recorder { tx, metrics, keep: config.keep }, handle)
     }
 
-    /// Queues a record; when the queue is full the record is dropped and counted.
+    /// Queues a record; when the queue is full the record is dropped and counted. Does
+    /// nothing when the recorder keeps no records.
     pub fn record(&self, record: InvocationRecord) {
-        if self.tx.try_send(record).is_err() {
+        if self.keep && self.tx.try_send(record).is_err() {
             self.metrics.records_dropped.inc();
         }
     }

@@ -44,7 +44,8 @@ pub(crate) async fn public(
 ) -> ApiResult<Response> {
     validate_name("namespace", &p.ns)?;
     validate_name("name", &p.name)?;
-    let Some(trigger) = crate::triggers::http_trigger_for(&state, &p.ns, &p.name).await? else {
+    let found = state.dispatcher.http_trigger(&p.ns, &p.name).await.map_err(|e| AppError::Core(e.into()))?;
+    let Some(trigger) = found else {
         return Err(AppError::Core(sless_core::Error::NotFound {
             kind: "http trigger for function",
             name: p.name.clone(),
@@ -99,13 +100,14 @@ async fn call(
         .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
     let path = format!("/{}", p.path.as_deref().unwrap_or_default());
+    let source_ip = peer.ip().to_string();
     let event = http_event(&HttpRequest {
         method: parts.method.as_str(),
         path: &path,
         query: parts.uri.query(),
         headers: &headers,
         body: &body,
-        source_ip: &peer.ip().to_string(),
+        source_ip: &source_ip,
         request_id: &request_id,
         request_time_epoch_ms: chrono::Utc::now().timestamp_millis(),
     });

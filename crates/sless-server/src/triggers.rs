@@ -21,11 +21,6 @@ fn render(t: &TriggerRecord) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
 }
 
-/// The enabled http trigger publishing `function`, if any (the `/fn/` route's check).
-pub(crate) async fn http_trigger_for(state: &AppState, ns: &str, function: &str) -> ApiResult<Option<TriggerRecord>> {
-    Ok(http_triggers(state, ns, function).await?.into_iter().find(|t| t.spec.enabled))
-}
-
 async fn http_triggers(state: &AppState, ns: &str, function: &str) -> ApiResult<Vec<TriggerRecord>> {
     let mut found = Vec::new();
     let mut page = Page { limit: 1000, after: None };

@@ -72,6 +72,10 @@ impl Registry for LastKnown {
         self.inner.subscribe()
     }
 
+    fn generation(&self) -> u64 {
+        self.inner.generation()
+    }
+
     async fn create_function(&self, record: &FunctionRecord) -> Result<()> {
         self.inner.create_function(record).await
     }

@@ -132,6 +132,10 @@ pub struct ServerArgs {
     /// At most this many invocation records are kept per function.
     #[arg(long, env = "SLESS_INVOCATIONS_PER_FUNCTION", default_value_t = 10_000)]
     pub invocations_per_function: u64,
+    /// Keep no invocation records (calls are still counted in /metrics and their logs still
+    /// stream): saves one database row per call on servers where records are not wanted.
+    #[arg(long, env = "SLESS_NO_RECORD")]
+    pub no_record: bool,
     /// How often triggers and jobs are reconciled even without a change, in seconds.
     #[arg(long, env = "SLESS_RESYNC_SEC", default_value_t = 30)]
     pub resync_sec: u64,

@@ -257,7 +257,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
     let (recorder, recorder_task) = Recorder::start(
         invocations.clone(),
         metrics.clone(),
-        RecorderConfig { retention, ..RecorderConfig::default() },
+        RecorderConfig { retention, keep: !args.no_record, ..RecorderConfig::default() },
     );
     let executor_dyn: Arc<dyn Executor> = Arc::new(executor.clone());
     // Calls keep reaching the versions already known while the database is unreachable.

@@ -194,3 +194,29 @@ async fn calls_succeed_while_the_database_is_locked_and_lost_records_are_counted
     let (s, _, b) = server.invoke("steady", "GET", "", None).await;
     assert_eq!((s, b), (200, json!("fine")));
 }
+
+#[tokio::test]
+async fn with_no_record_calls_are_counted_but_not_recorded() {
+    let server = Server::start_with(&["--no-record"]);
+    server
+        .deploy(
+            "quiet",
+            "python3.11",
+            "main.handler",
+            &[("main.py", "def handler(e, c):\n    return 'ok'\n")],
+            json!({}),
+        )
+        .await;
+    for _ in 0..3 {
+        assert_eq!(server.invoke("quiet", "GET", "/", None).await.0, 200);
+    }
+    // Longer than the recorder's flush interval (100 ms): anything queued would be written.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(list(&server, "quiet", "").await["items"], json!([]));
+    let metrics =
+        server.http.get(format!("{}/metrics", server.url)).send().await.expect("metrics").text().await.expect("text");
+    let counted = metrics.lines().find(|l| {
+        l.starts_with("sless_invocations_total{") && l.contains("function=\"quiet\"") && l.contains("outcome=\"ok\"")
+    });
+    assert!(counted.is_some_and(|l| l.ends_with(" 3")), "{metrics}");
+}

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use sless_core::traits::{Change, Kind};
+use sless_core::traits::{Change, ChangeFeed, Kind};
 use sqlx::postgres::{PgListener, PgPool};
-use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 /// The channel the servers announce changes on.
@@ -57,7 +56,7 @@ fn parse(payload: &str, origin: &str) -> Option<Change> {
 impl Peers {
     /// Listens (before returning, so no announcement after it is missed) and passes the
     /// other servers' changes to `changes`.
-    pub(super) async fn start(pool: &PgPool, changes: broadcast::Sender<Change>) -> sqlx::Result<Peers> {
+    pub(super) async fn start(pool: &PgPool, changes: ChangeFeed) -> sqlx::Result<Peers> {
         let origin = format!("{:016x}", rand_id());
         let mut listener = PgListener::connect_with(pool).await?;
         listener.listen(CHANNEL).await?;
@@ -79,12 +78,12 @@ impl Peers {
 }
 
 /// Passes announcements on until the pool is closed; reconnects after losing the database.
-async fn relay(mut listener: PgListener, pool: PgPool, origin: String, changes: broadcast::Sender<Change>) {
+async fn relay(mut listener: PgListener, pool: PgPool, origin: String, changes: ChangeFeed) {
     loop {
         match listener.recv().await {
             Ok(n) => {
                 if let Some(change) = parse(n.payload(), &origin) {
-                    let _ = changes.send(change);
+                    changes.send(change);
                 }
             }
             Err(sqlx::Error::PoolClosed) => return,
@@ -99,6 +98,9 @@ async fn relay(mut listener: PgListener, pool: PgPool, origin: String, changes: 
                         && l.listen(CHANNEL).await.is_ok()
                     {
                         listener = l;
+                        // What was announced while the connection was down is lost: tell
+                        // the caches to read again.
+                        changes.bump();
                         break;
                     }
                 }

@@ -25,7 +25,7 @@ use sless_core::job::{JobRecord, JobSpec, JobStatus};
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
-use sless_core::traits::{Change, FunctionRecord, InvocationLog, Kind, Page, Registry, VersionRecord};
+use sless_core::traits::{Change, ChangeFeed, FunctionRecord, InvocationLog, Kind, Page, Registry, VersionRecord};
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 use sless_core::{Error, Result};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
@@ -75,7 +75,7 @@ macro_rules! with_pool {
 #[derive(Debug, Clone)]
 pub struct SqlRegistry {
     pool: Pool,
-    changes: broadcast::Sender<Change>,
+    changes: ChangeFeed,
     /// PostgreSQL: what tells the other servers of this one's changes, and this one of theirs.
     peers: Option<Arc<listen::Peers>>,
 }
@@ -194,8 +194,7 @@ impl SqlRegistry {
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await.map_err(db_err)?;
         sqlx::migrate!("migrations/sqlite").run(&pool).await.map_err(Error::storage)?;
-        let (changes, _) = broadcast::channel(CHANGE_CAPACITY);
-        Ok(SqlRegistry { pool: Pool::Sqlite(pool), changes, peers: None })
+        Ok(SqlRegistry { pool: Pool::Sqlite(pool), changes: ChangeFeed::new(CHANGE_CAPACITY), peers: None })
     }
 
     /// Connects to PostgreSQL at `url` (`postgres://user:password@host:port/database`) and
@@ -223,7 +222,7 @@ impl SqlRegistry {
             .await
             .map_err(db_err)?;
         sqlx::migrate!("migrations/postgres").run(&pool).await.map_err(Error::storage)?;
-        let (changes, _) = broadcast::channel(CHANGE_CAPACITY);
+        let changes = ChangeFeed::new(CHANGE_CAPACITY);
         let peers = listen::Peers::start(&pool, changes.clone()).await.map_err(db_err)?;
         Ok(SqlRegistry { pool: Pool::Postgres(pool), changes, peers: Some(Arc::new(peers)) })
     }
@@ -248,7 +247,7 @@ impl SqlRegistry {
         if let (Some(peers), Pool::Postgres(pool)) = (&self.peers, &self.pool) {
             peers.tell(pool, &change);
         }
-        let _ = self.changes.send(change);
+        self.changes.send(change);
     }
 
     /// Inserts a resource row (functions: with `active_version`); a taken name is
@@ -433,6 +432,10 @@ impl SqlRegistry {
 impl Registry for SqlRegistry {
     fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()
+    }
+
+    fn generation(&self) -> u64 {
+        self.changes.generation()
     }
 
     async fn create_function(&self, r: &FunctionRecord) -> Result<()> {

@@ -278,6 +278,7 @@ async fn jobs_crud(reg: &SqlRegistry) {
 
 async fn every_write_is_announced(reg: &SqlRegistry) {
     let mut rx = reg.subscribe();
+    let generation = reg.generation();
     let change = |kind, name: &str| Change { kind, namespace: "default".into(), name: name.into() };
 
     reg.create_function(&record("f")).await.expect("create");
@@ -308,6 +309,11 @@ async fn every_write_is_announced(reg: &SqlRegistry) {
     want.extend(vec![change(Kind::Trigger, "t"); 4]);
     want.extend(vec![change(Kind::Job, "j"); 4]);
     assert_eq!(got, want);
+    // Every announcement moves the generation on (what the call path's cache compares).
+    assert_eq!(reg.generation() - generation, want.len() as u64);
+    let _ = reg.get_function("default", "gone").await;
+    let _ = reg.list_triggers("default", &Page { limit: 10, after: None }).await;
+    assert_eq!(reg.generation() - generation, want.len() as u64, "reads leave it alone");
 }
 
 /// Invocation `i`: started `i` seconds after `at(0)`, with an id that sorts by `i`.
