@@ -3,16 +3,18 @@
 //
 //   node bootstrap.cjs [--check]
 //
-// Loads the handler named by SLESS_HANDLER (Lambda's rule, loaded with dynamic import() so
-// CommonJS and ESM load exactly as Node loads them), then serves `invoke` frames from the
-// inherited Unix socket (SLESS_CONTROL_FD, normally 3), up to SLESS_CONCURRENCY (default 1) at
-// a time: builds the Lambda-style context, calls the handler (sync, async, callback,
-// context.succeed/fail/done) and answers with `result` or `error`. process.stdout/process.stderr
-// writes (and so console.*) are sent as `log` frames tagged with the request being served,
-// always before that request's result (concurrency 1: the request being served, whoever
-// writes; > 1: the request whose async context writes, through AsyncLocalStorage). An `error`
-// after which the process exits (uncaughtException, unhandledRejection, process.exit() during a
-// request) carries `"fatal": true` so the supervisor does not reuse the instance.
+// Loads the handler named by SLESS_HANDLER (Lambda's rule) as dynamic import() loads it, so
+// CommonJS and ESM load exactly as Node loads them (a file import() would load as CommonJS goes
+// straight to the CommonJS loader, as import() itself does, without starting the ESM loader),
+// then serves `invoke` frames from the inherited Unix socket (SLESS_CONTROL_FD, normally 3), up
+// to SLESS_CONCURRENCY (default 1) at a time: builds the Lambda-style context, calls the handler
+// (sync, async, callback, context.succeed/fail/done) and answers with `result` or `error`.
+// process.stdout/process.stderr writes (and so console.*) are sent as `log` frames tagged with
+// the request being served, always before that request's result (concurrency 1: the request
+// being served, whoever writes; > 1: the request whose async context writes, through
+// AsyncLocalStorage). An `error` after which the process exits (uncaughtException,
+// unhandledRejection, process.exit() during a request) carries `"fatal": true` so the
+// supervisor does not reuse the instance.
 //
 // Started without SLESS_HANDLER, the shim is a generic warm-pool process: it says
 // {"type":"ready","generic":true} and waits for a `load` frame that gives it the function
@@ -20,6 +22,7 @@
 
 const fs = require('fs');
 const path = require('path');
+const Module = module.constructor; // require('module'), without loading its public wrapper
 
 const CHECK = process.argv.slice(2).includes('--check');
 const MAX_FRAME = 64 * 1024 * 1024; // larger frames are a protocol error (both directions)
@@ -194,6 +197,74 @@ function walk(obj, keys) {
   return obj;
 }
 
+// The "type" of the package scope of `file` (Node's rule: the nearest package.json above it,
+// not looking past a node_modules folder): 'module', 'commonjs', '' (none, or another value),
+// or null when a package.json cannot be read or parsed (import() then reports it as Node does).
+function packageType(file) {
+  let dir = path.dirname(file);
+  for (;;) {
+    if (path.basename(dir) === 'node_modules') return '';
+    let text = null;
+    try {
+      text = fs.readFileSync(path.join(dir, 'package.json'), 'utf8');
+    } catch (e) {
+      if (!e || (e.code !== 'ENOENT' && e.code !== 'ENOTDIR')) return null;
+    }
+    if (text !== null) {
+      try {
+        const pkg = JSON.parse(text);
+        const type = pkg !== null && typeof pkg === 'object' ? pkg.type : undefined;
+        return type === 'module' || type === 'commonjs' ? type : '';
+      } catch (_) {
+        return null;
+      }
+    }
+    const parent = path.dirname(dir);
+    if (parent === dir) return '';
+    dir = parent;
+  }
+}
+
+// Whether `file` is a CommonJS module for import() itself, so that loading it with the CommonJS
+// loader gives exactly what import() gives. .cjs always; .js in a "type": "commonjs" scope; a .js
+// with no "type" (or a file without an extension outside a "type": "module" scope) only if it
+// compiles as a CommonJS module body: Node (20.19+) loads such a file as an ES module only when
+// it does not (module syntax detection), and import() also prints its warnings about it, so
+// anything else, including a syntax error, is left to import().
+function loadsAsCommonJS(file) {
+  let real;
+  try {
+    real = fs.realpathSync.native(file); // both loaders resolve symlinks before looking at the scope
+  } catch (_) {
+    return false;
+  }
+  const ext = path.extname(real);
+  if (ext === '.cjs') return true;
+  if (ext !== '.js' && ext !== '') return false;
+  const type = packageType(real);
+  if (type === null || type === 'module') return false;
+  if (type === 'commonjs' && ext === '.js') return true;
+  try {
+    return compilesAsFunctionBody(fs.readFileSync(real, 'utf8'));
+  } catch (_) {
+    return false;
+  }
+}
+
+// Whether `source` compiles as the body of the function the CommonJS loader wraps a module in.
+// The Function constructor parses it as vm.compileFunction() and the loader do, except for a
+// leading #! line (which the loader allows), and needs no `vm` module (compiled from source at
+// every start when V8 heap flags disable the builtins' code cache).
+function compilesAsFunctionBody(source) {
+  const body = source.startsWith('#!') ? `//${source.slice(2)}` : source;
+  try {
+    new Function('exports', 'require', 'module', '__filename', '__dirname', body);
+    return true;
+  } catch (_) {
+    return false;
+  }
+}
+
 // Lambda's rule: folder before the last '/', module up to the first '.', the rest a property path.
 async function loadHandler() {
   const spec = handlerSpec;
@@ -239,19 +310,33 @@ async function loadHandler() {
     );
   }
 
-  let ns;
-  try {
-    ns = await import(require('url').pathToFileURL(file).href);
-  } catch (e) {
-    throw wrapLoadError(e);
-  }
-
-  // A CommonJS module's namespace holds `default` (module.exports) plus the named exports Node
-  // could detect; an ESM module may also `export default {handler}`.
-  let fn = walk(ns, props);
-  if (typeof fn !== 'function' && ns.default !== undefined && ns.default !== null) {
-    const alt = walk(ns.default, props);
-    if (fn === undefined || typeof alt === 'function') fn = alt;
+  let fn;
+  if (loadsAsCommonJS(file)) {
+    // What import() would do for a CommonJS file, without starting the ESM loader (≈ 10 ms,
+    // and a cjs-module-lexer pass over the source): the CommonJS loader, with no parent, as
+    // import() loads it. Its namespace would be module.exports plus the named exports Node
+    // detects (a snapshot of the same properties), so walking module.exports finds the same.
+    let exp;
+    try {
+      exp = Module._load(file, undefined, false);
+    } catch (e) {
+      throw wrapLoadError(e);
+    }
+    fn = walk(exp, props);
+  } else {
+    let ns;
+    try {
+      ns = await import(require('url').pathToFileURL(file).href);
+    } catch (e) {
+      throw wrapLoadError(e);
+    }
+    // An ESM module may also `export default {handler}`; a CommonJS module's namespace holds
+    // `default` (module.exports) plus the named exports Node could detect.
+    fn = walk(ns, props);
+    if (typeof fn !== 'function' && ns.default !== undefined && ns.default !== null) {
+      const alt = walk(ns.default, props);
+      if (fn === undefined || typeof alt === 'function') fn = alt;
+    }
   }
   if (fn === undefined) throw runtimeError('Runtime.HandlerNotFound', `${spec} is undefined or not exported`);
   if (typeof fn !== 'function') throw runtimeError('Runtime.HandlerNotFound', `${spec} is not a function`);
@@ -706,11 +791,32 @@ function load(msg) {
     return protocolError(`bad load frame env: ${e && e.message}`);
   }
   // CommonJS global folders (NODE_PATH, $HOME/.node_modules) are computed at start: redo it.
-  const Module = require('module');
   if (typeof Module._initPaths === 'function') Module._initPaths();
   configure();
   prepare();
   loadAndServe();
+}
+
+// A generic process waits for its `load`: meanwhile run once, on the shim's own file, what loading
+// a handler runs (V8 compiles each function at its first call), then start the ESM loader (the
+// first import() takes ≈ 10 ms) on a module with no file, for ES module handlers and import() in
+// CommonJS ones. Each step only if no `load` came first (setImmediate runs after the event loop
+// polled the socket); nothing of it is visible to the function.
+function warmUp() {
+  if (!awaitingLoad) return;
+  try {
+    const self = fs.realpathSync.native(__filename);
+    fs.statSync(self, { throwIfNoEntry: false });
+    packageType(self);
+    compilesAsFunctionBody('');
+    require.resolve(self);
+    if (typeof Module._initPaths === 'function') Module._initPaths(); // again at `load`
+  } catch (_) {
+    /* only a warm-up */
+  }
+  setImmediate(() => {
+    if (awaitingLoad) import('data:text/javascript,').catch(() => {});
+  });
 }
 
 function main() {
@@ -719,6 +825,7 @@ function main() {
     awaitingLoad = true;
     send('{"type":"ready","generic":true}');
     listen();
+    setImmediate(warmUp);
     return;
   }
   configure();

@@ -531,6 +531,101 @@ class HandlerStyles(NodeShimTestCase):
 
 
 # ------------------------------------------------------------------------------------------------
+ESM_LOADER = "NativeModule internal/modules/esm/loader"
+LOADED_BUILTINS = "process.moduleLoadList.filter((m) => m.startsWith('NativeModule '))"
+
+
+class ModuleLoading(NodeShimTestCase):
+    """The handler loads as dynamic import() loads it; a file import() would load as CommonJS
+    goes straight to the CommonJS loader (starting the ESM loader costs ~10 ms of cold start)."""
+
+    def test_commonjs_handler_does_not_start_the_esm_loader(self):
+        root = self.code({"index.js": "exports.handler = () => %s;" % LOADED_BUILTINS})
+        if has_package_json_above(root):
+            self.skipTest("a package.json above the temp dir would change the module type")
+        shim = self.start(root)
+        self.assertNotIn(ESM_LOADER, shim.call({})[1]["result"])
+        # .cjs in a "type": "module" package is CommonJS too
+        shim = self.start({"package.json": '{"type": "module"}',
+                           "index.cjs": "exports.handler = () => [typeof require, %s];" % LOADED_BUILTINS})
+        kind, loaded = shim.call({})[1]["result"]
+        self.assertEqual(kind, "function")
+        self.assertNotIn(ESM_LOADER, loaded)
+        # an ES module needs it
+        shim = self.start({"index.mjs": "export const handler = () => %s;" % LOADED_BUILTINS})
+        self.assertIn(ESM_LOADER, shim.call({})[1]["result"])
+
+    def test_commonjs_module_object_as_import_makes_it(self):
+        shim = self.start(
+            {
+                "index.js": """
+                const self = this;
+                const loadedAtTop = module.loaded;
+                exports.handler = () => ({
+                  parent: module.parent === undefined ? "undefined" : String(module.parent),
+                  mainIsTheShim: require.main.filename.endsWith("bootstrap.cjs"),
+                  cached: require.cache[__filename] === module,
+                  thisIsExports: self === module.exports,
+                  loadedAtTop, loadedNow: module.loaded, id: module.id === __filename,
+                });
+                """
+            }
+        )
+        self.assertEqual(
+            shim.call({})[1]["result"],
+            {"parent": "undefined", "mainIsTheShim": True, "cached": True, "thisIsExports": True,
+             "loadedAtTop": False, "loadedNow": True, "id": True},
+        )
+
+    def test_hashbang_line(self):
+        root = self.code({"index.js": "#!/usr/bin/env node\nexports.handler = () => typeof require;\n"})
+        if has_package_json_above(root):
+            self.skipTest("a package.json above the temp dir would change the module type")
+        self.assertEqual(self.start(root).call({})[1]["result"], "function")
+
+    def test_type_commonjs_package(self):
+        shim = self.start({"package.json": '{"type": "commonjs"}', "index.js": "exports.handler = () => typeof require;"})
+        self.assertEqual(shim.call({})[1]["result"], "function")
+        # "type": "commonjs" turns module syntax detection off: ESM syntax is a syntax error
+        err, _, _ = self.start_failing({"package.json": '{"type": "commonjs"}',
+                                        "index.js": "import fs from 'node:fs';\nexport const handler = () => 1;\n"})
+        self.assertEqual(err["errorType"], "Runtime.UserCodeSyntaxError")
+        self.assertIn("Cannot use import statement outside a module", err["errorMessage"])
+
+    def test_top_level_await_without_type_module(self):
+        root = self.code({"index.js": "const top = await Promise.resolve('tla');\nexport const handler = () => [top, typeof require];\n"})
+        if has_package_json_above(root):
+            self.skipTest("a package.json above the temp dir would change the module type")
+        self.assertEqual(self.start(root).call({})[1]["result"], ["tla", "undefined"])
+
+    def test_symlinked_entry_file_loads_as_its_target(self):
+        root = self.code({"real/lib.mjs": "export const handler = () => ['esm', typeof require];"})
+        os.symlink("real/lib.mjs", os.path.join(root, "index.js"))
+        self.assertEqual(self.start(root).call({})[1]["result"], ["esm", "undefined"])
+        root = self.code({"package.json": '{"type": "module"}', "lib.cjs": "exports.handler = () => ['cjs', typeof require];"})
+        os.symlink("lib.cjs", os.path.join(root, "index.js"))
+        self.assertEqual(self.start(root).call({})[1]["result"], ["cjs", "function"])
+
+    def test_folder_module(self):
+        shim = self.start({"index/package.json": '{"main": "lib/main.js"}',
+                           "index/lib/main.js": "exports.handler = () => ['folder', typeof require];"})
+        self.assertEqual(shim.call({})[1]["result"], ["folder", "function"])
+        shim = self.start({"index/package.json": '{"type": "module", "main": "main.js"}',
+                           "index/main.js": "export const handler = () => ['folder', typeof require];"})
+        self.assertEqual(shim.call({})[1]["result"], ["folder", "undefined"])
+
+    def test_invalid_package_json(self):
+        err, _, _ = self.start_failing({"package.json": '{"name": "x",', "index.js": "exports.handler = () => 1;"})
+        self.assertEqual(err["errorType"], "Error")
+        self.assertIn("Invalid package config", err["errorMessage"])
+
+    def test_syntax_error_thrown_by_top_level_code_runs_the_module_once(self):
+        err, logs, _ = self.start_failing({"index.js": "console.log('top level ran');\nJSON.parse('{');\nexports.handler = () => 1;\n"})
+        self.assertEqual(err["errorType"], "Runtime.UserCodeSyntaxError")
+        self.assertEqual(stdout_text(logs), "top level ran\n")
+
+
+# ------------------------------------------------------------------------------------------------
 class ContextAndEnvironment(NodeShimTestCase):
     def test_context_fields(self):
         shim = self.start(
@@ -1092,12 +1187,14 @@ class Generic(NodeShimTestCase):
         "vendor/greeter.js": "exports.greet = (n) => `hi ${n}`;",
     }
 
-    def start_generic(self, files, extra_env=None):
+    def start_generic(self, files, extra_env=None, idle=0.0):
+        """`idle`: seconds to wait after `ready` (the pool process warms up meanwhile)."""
         root = os.path.realpath(self.code(files))
         shim = Shim(root, None, cwd="/", full_env=pool_env(extra_env))
         self.addCleanup(shim.close)
         f = shim.recv()
         self.assertEqual(f, {"type": "ready", "generic": True}, shim.stderr())
+        time.sleep(idle)
         return shim, root
 
     def load(self, shim, root, handler, env, concurrency=1):
@@ -1122,7 +1219,8 @@ class Generic(NodeShimTestCase):
              "SLESS_NAMESPACE": "testns"}, **extra))
 
     def test_load_then_invoke_like_a_normal_start(self):
-        shim, root = self.start_generic(self.FILES, {"POOL_ONLY": "1", "MY_VAR": "pool"})
+        # loaded after the pool process's warm-up: nothing of it shows
+        shim, root = self.start_generic(self.FILES, {"POOL_ONLY": "1", "MY_VAR": "pool"}, idle=0.3)
         env = self.function_env(root)
         env.pop("SLESS_CONTROL_FD")
         frames = self.load(shim, root, "src/app.handler", env)
@@ -1178,6 +1276,21 @@ class Generic(NodeShimTestCase):
                 self.assertEqual(f["result"], f["id"])
             else:
                 self.assertEqual(f["data"], "in %s\n" % f["id"])
+
+    def test_load_es_module_handler(self):
+        shim, root = self.start_generic(
+            {"src/app.mjs": "import { sep } from 'node:path';\nexport const handler = async (e) => ({ sep, e, env: process.env.MY_VAR });"},
+            idle=0.3,
+        )
+        env = self.function_env(root)
+        env.pop("SLESS_CONTROL_FD")
+        frames = self.load(shim, root, "src/app.handler", env)
+        self.assertEqual(frames[-1], {"type": "ready"}, shim.stderr())
+        self.assertEqual(shim.call(3)[1]["result"], {"sep": "/", "e": 3, "env": "loaded"})
+        shim.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(shim.drain(), [])
+        self.assertEqual(shim.wait(), 0)
+        self.assertEqual(shim.stderr(), "")
 
     def test_import_error_at_load(self):
         shim, root = self.start_generic({"index.js": "require('no-such-package-xyz'); exports.handler = () => 1;"})
