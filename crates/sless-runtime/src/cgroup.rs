@@ -110,7 +110,7 @@ impl Memory {
             std::fs::write(dir.join("cgroup.procs"), pid.to_string())
         })();
         match made {
-            Ok(()) => Some(InstanceGroup { dir, v2 }),
+            Ok(()) => Some(InstanceGroup { dir, v2, limit_mb }),
             Err(e) => {
                 tracing::warn!(group = %dir.display(), error = %e, "cannot limit the instance's memory");
                 let _ = std::fs::remove_dir(&dir);
@@ -151,9 +151,37 @@ fn prepare_v2(own: &Path, parent: &Path) -> std::io::Result<()> {
 pub(crate) struct InstanceGroup {
     dir: PathBuf,
     v2: bool,
+    /// The limit set, in MiB.
+    limit_mb: u32,
 }
 
 impl InstanceGroup {
+    /// Changes the group's limit to `limit_mb` MiB (a warm-pool process, put in a group when it
+    /// started, becomes a function's instance). Writing a limit is quick; moving a process
+    /// into a group is what can take milliseconds. Errors: the controller refused the value
+    /// (e.g. below what the process already uses).
+    pub(crate) fn set_limit(&mut self, limit_mb: u32) -> std::io::Result<()> {
+        if limit_mb == self.limit_mb {
+            return Ok(());
+        }
+        let bytes = (u64::from(limit_mb) * 1024 * 1024).to_string();
+        if self.v2 {
+            std::fs::write(self.dir.join("memory.max"), &bytes)?;
+        } else {
+            // v1 keeps memory.limit_in_bytes <= memory.memsw.limit_in_bytes at every step.
+            let (limit, memsw) = (self.dir.join("memory.limit_in_bytes"), self.dir.join("memory.memsw.limit_in_bytes"));
+            if limit_mb > self.limit_mb {
+                let _ = std::fs::write(&memsw, &bytes);
+                std::fs::write(&limit, &bytes)?;
+            } else {
+                std::fs::write(&limit, &bytes)?;
+                let _ = std::fs::write(&memsw, &bytes);
+            }
+        }
+        self.limit_mb = limit_mb;
+        Ok(())
+    }
+
     /// Whether the memory limit killed a process of this group.
     pub(crate) fn oom_killed(&self) -> bool {
         let field = |file: &str, key: &str| -> u64 {

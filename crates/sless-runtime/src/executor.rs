@@ -69,6 +69,8 @@ struct Inner {
     /// The warm pool: generic processes by runtime, and their count.
     warm: Mutex<HashMap<sless_core::runtime::Runtime, Vec<Arc<Instance>>>>,
     warm_live: Arc<std::sync::atomic::AtomicUsize>,
+    /// Held by the refill running (see `Inner::refill_warm`).
+    refilling: tokio::sync::Mutex<()>,
     registry: Arc<dyn Registry>,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -126,6 +128,7 @@ impl LocalExecutor {
                 live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
                 warm: Mutex::new(HashMap::new()),
                 warm_live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+                refilling: tokio::sync::Mutex::new(()),
                 registry,
                 blobs,
                 metrics,
@@ -146,7 +149,7 @@ impl LocalExecutor {
             }
         });
         lock(&executor.inner.tasks).push(handle);
-        executor.inner.refill_warm();
+        executor.inner.refill_warm_later(Duration::ZERO);
         Ok(executor)
     }
 
@@ -348,20 +351,36 @@ impl Inner {
             list.retain(|i| i.healthy());
             list.pop()
         };
-        let inner = Arc::downgrade(self);
-        tokio::spawn(async move {
-            if let Some(inner) = inner.upgrade() {
-                inner.refill_warm();
-            }
-        });
+        // The replacement starts once the taken process has answered its first call (see
+        // `invoke`), or after `WARM_REFILL_DELAY` if that call runs long: an interpreter
+        // starting at once competes for the CPU with the cold start it is meant to speed up
+        // (on 2 cores that doubled the pool's cold start).
+        if taken.is_some() {
+            self.refill_warm_later(WARM_REFILL_DELAY);
+        }
         taken
     }
 
-    /// Starts generic processes until each runtime has `warm_pool_size`.
-    fn refill_warm(&self) {
+    /// Refills the warm pool after `delay`, in the background.
+    fn refill_warm_later(self: &Arc<Self>, delay: Duration) {
+        let inner = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Some(inner) = inner.upgrade() {
+                inner.refill_warm().await;
+            }
+        });
+    }
+
+    /// Starts generic processes until each runtime has `warm_pool_size`. Each joins the pool
+    /// once it is in a memory group of the default size (moving a process into a group is
+    /// the slow part of a memory limit, so it is paid here, not by a cold start). One refill
+    /// at a time.
+    async fn refill_warm(&self) {
         if self.config.warm_pool_size == 0 {
             return;
         }
+        let _one_at_a_time = self.refilling.lock().await;
         for runtime in sless_core::runtime::Runtime::ALL {
             let spec = GenericSpec {
                 runtime,
@@ -370,12 +389,21 @@ impl Inner {
                 node_heap_mb: (runtime == sless_core::runtime::Runtime::Nodejs20)
                     .then(|| node_heap_mb(sless_core::spec::DEFAULT_MEMORY_MB)),
             };
-            let mut warm = lock(&self.warm);
-            let list = warm.entry(runtime).or_default();
-            list.retain(|i| i.healthy());
-            while list.len() < self.config.warm_pool_size {
+            loop {
+                let missing = {
+                    let mut warm = lock(&self.warm);
+                    let list = warm.entry(runtime).or_default();
+                    list.retain(|i| i.healthy());
+                    list.len() < self.config.warm_pool_size
+                };
+                if !missing {
+                    break;
+                }
                 match Instance::spawn_generic(&spec, &self.tmp, self.logs.clone(), &self.warm_live) {
-                    Ok(i) => list.push(i),
+                    Ok(i) => {
+                        i.limit_memory(&self.memory, sless_core::spec::DEFAULT_MEMORY_MB).await;
+                        lock(&self.warm).entry(runtime).or_default().push(i);
+                    }
                     Err(e) => {
                         tracing::warn!(runtime = %runtime, error = %e, "cannot start a warm-pool process");
                         break;
@@ -493,13 +521,7 @@ impl Executor for LocalExecutor {
                         instances.push(i.clone());
                         break (i, Some("pool"));
                     }
-                    let i = Instance::spawn(
-                        &pool.launch,
-                        &self.inner.tmp,
-                        &self.inner.memory,
-                        self.inner.logs.clone(),
-                        &self.inner.live,
-                    )?;
+                    let i = Instance::spawn(&pool.launch, &self.inner.tmp, self.inner.logs.clone(), &self.inner.live)?;
                     i.inflight.fetch_add(1, Relaxed);
                     instances.push(i.clone());
                     break (i, Some("process"));
@@ -521,6 +543,9 @@ impl Executor for LocalExecutor {
         }
         self.inner.count_instances(&pool);
         let out = instance.call(invocation, timeout).await;
+        if start_kind == Some("pool") {
+            self.inner.refill_warm_later(Duration::ZERO);
+        }
         let left = instance.inflight.fetch_sub(1, Relaxed) - 1;
         let failed_start = cold_start && instance.failed_start(&out.result);
         if !instance.healthy() || (!self.inner.is_current(&pool) && left == 0) {
@@ -534,22 +559,24 @@ impl Executor for LocalExecutor {
 
     async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {
         let pool = self.inner.pool(target);
-        {
+        let started = {
             let mut instances = lock(&pool.instances);
             instances.retain(|i| i.healthy());
             let has_room =
                 instances.iter().any(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) < pool.concurrency);
             let fits = self.inner.total_instances() < self.inner.config.max_instances_total;
             if !has_room && instances.len() < pool.max_instances && fits {
-                let instance = Instance::spawn(
-                    &pool.launch,
-                    &self.inner.tmp,
-                    &self.inner.memory,
-                    self.inner.logs.clone(),
-                    &self.inner.live,
-                )?;
-                instances.push(instance);
+                let instance =
+                    Instance::spawn(&pool.launch, &self.inner.tmp, self.inner.logs.clone(), &self.inner.live)?;
+                instances.push(instance.clone());
+                Some(instance)
+            } else {
+                None
             }
+        };
+        if let Some(instance) = started {
+            // Under its memory limit now, not at its first call.
+            instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.live).await;
         }
         self.inner.count_instances(&pool);
         Ok(())
@@ -588,6 +615,8 @@ impl Executor for LocalExecutor {
 
 /// Consecutive start failures after which the function is shown `Failed`.
 const CRASH_LOOP_LIMIT: u32 = 5;
+/// The longest a warm pool waits to start the replacement of a process it gave away (100 ms).
+const WARM_REFILL_DELAY: Duration = Duration::from_millis(100);
 /// The longest wait between two starts of a crashing function.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 

@@ -151,9 +151,11 @@ pub(crate) struct Instance {
     pub inflight: AtomicUsize,
     /// When the instance last finished a call (or started).
     last_used: Mutex<std::time::Instant>,
-    /// Set once the process knows its function: at start, or (a warm-pool process) once its
-    /// `load` frame is written, by the first call; the calls that come meanwhile wait.
+    /// Set by the first call once the process is ready for it (see `ensure_loaded`); the
+    /// calls that come meanwhile wait.
     loaded: tokio::sync::OnceCell<bool>,
+    /// A warm-pool process: it learns its function from a `load` frame.
+    generic: bool,
     _tmp: tempfile::TempDir,
 }
 
@@ -201,11 +203,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Instance {
-    /// Starts the process. Returns at once: the first call waits in the socket buffer.
+    /// Starts the process. Returns at once: the first call waits in the socket buffer. Its
+    /// memory limit is applied by [`Instance::ensure_loaded`], before its first call.
     pub(crate) fn spawn(
         spec: &LaunchSpec,
         tmp_root: &Path,
-        memory: &Memory,
         hub: Arc<LogHub>,
         live: &Arc<AtomicUsize>,
     ) -> Result<Arc<Self>> {
@@ -216,9 +218,7 @@ impl Instance {
             function: spec.target.name.clone(),
             memory_mb: spec.target.spec.memory_mb,
         };
-        let instance = Self::start(cmd, &spec.interpreter, tmp, identity, hub, live)?;
-        instance.limit_memory(memory, spec.target.spec.memory_mb);
-        Ok(instance)
+        Self::start(cmd, &spec.interpreter, tmp, identity, hub, live)
     }
 
     /// Starts a generic warm-pool process, counted in `live` until it is specialised.
@@ -242,12 +242,17 @@ impl Instance {
         Self::start(cmd, &spec.interpreter, tmp, Identity::default(), hub, live)
     }
 
-    /// Makes sure the process knows its function: a warm-pool process is specialised once
-    /// (by whichever call comes first). False when that failed (the process is then broken).
+    /// Makes sure the process is ready for its function's calls, once (by whichever call comes
+    /// first; the others wait): a new instance is put under its memory limit, a warm-pool
+    /// process is specialised. False when that failed (the process is then broken).
     pub(crate) async fn ensure_loaded(&self, spec: &LaunchSpec, memory: &Memory, live: &Arc<AtomicUsize>) -> bool {
         *self
             .loaded
             .get_or_init(|| async {
+                if !self.generic {
+                    self.limit_memory(memory, spec.target.spec.memory_mb).await;
+                    return true;
+                }
                 match self.specialise(spec, memory, live).await {
                     Ok(()) => true,
                     Err(e) => {
@@ -279,7 +284,7 @@ impl Instance {
             "concurrency": spec.target.spec.concurrency,
         });
         write_frame(&mut *self.writer.lock().await, &frame).await?;
-        self.limit_memory(memory, spec.target.spec.memory_mb);
+        self.limit_memory(memory, spec.target.spec.memory_mb).await;
         let mut counted = lock(&self.live);
         live.fetch_add(1, Ordering::SeqCst);
         counted.fetch_sub(1, Ordering::SeqCst);
@@ -287,9 +292,22 @@ impl Instance {
         Ok(())
     }
 
-    fn limit_memory(&self, memory: &Memory, memory_mb: u32) {
+    /// Puts the process under a limit of `memory_mb` MiB: in a group of its own, or, if it has
+    /// one already (a warm-pool process), by changing that group's limit.
+    pub(crate) async fn limit_memory(&self, memory: &Memory, memory_mb: u32) {
+        if let Some(group) = lock(&self.shared.memory).as_mut() {
+            if let Err(e) = group.set_limit(memory_mb) {
+                tracing::warn!(error = %e, memory_mb, "cannot change the instance's memory limit");
+            }
+            return;
+        }
+        let Some(pid) = self.pid else { return };
         let name = self._tmp.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        *lock(&self.shared.memory) = self.pid.and_then(|pid| memory.limit(&name, pid, memory_mb));
+        let memory = memory.clone();
+        // Moving a process into a group waits for the kernel (≈ 10 ms on cgroup v1): not on
+        // the threads that serve calls.
+        let group = tokio::task::spawn_blocking(move || memory.limit(&name, pid, memory_mb)).await.ok().flatten();
+        *lock(&self.shared.memory) = group;
     }
 
     fn start(
@@ -347,11 +365,8 @@ impl Instance {
             writer: AsyncMutex::new(writer),
             inflight: AtomicUsize::new(0),
             last_used: Mutex::new(std::time::Instant::now()),
-            loaded: if identity_known {
-                tokio::sync::OnceCell::new_with(Some(true))
-            } else {
-                tokio::sync::OnceCell::new()
-            },
+            loaded: tokio::sync::OnceCell::new(),
+            generic: !identity_known,
             _tmp: tmp,
         }))
     }

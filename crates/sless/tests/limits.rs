@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Server;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const SLEEPY: &str = "import time\ndef handler(event, context):\n    time.sleep(1.5)\n    return 'slept'\n";
 
@@ -111,4 +111,40 @@ async fn an_instance_over_memory_mb_is_killed_with_out_of_memory_and_others_are_
     let (s, _, b) = server.invoke("nodehog", "GET", "/hog", None).await;
     assert_eq!((s, b["errorType"].clone()), (502, json!("OutOfMemory")), "{b}");
     assert_eq!(server.invoke("nodehog", "GET", "/", None).await.0, 200);
+}
+
+/// The `cold_start_kind` of the first call of `function` (waits for its record).
+async fn first_cold_start_kind(server: &Server, function: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, _, page) = server.send(server.http.get(server.api(&format!("/{function}/invocations")))).await;
+        if let Some(first) = page["items"].as_array().and_then(|items| items.last()) {
+            return first["cold_start_kind"].clone();
+        }
+        assert!(Instant::now() < deadline, "no record for {function}: {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_warm_pool_process_takes_the_functions_memory_limit_above_and_below_the_default() {
+    let server = Server::start();
+    if server.log().contains("mechanism=none") {
+        eprintln!("no writable memory cgroup here: the Python memory limit is not enforced (documented fallback)");
+        return;
+    }
+    // Allocates (and touches) MiB as asked in the path: /200 → 200 MiB.
+    let code = "def handler(event, context):\n    mib = int(event['path'].strip('/') or 0)\n    block = bytearray(mib * 1024 * 1024)\n    return len(block) // (1024 * 1024)\n";
+    server.deploy("big", "python3.11", "main.handler", &[("main.py", code)], json!({"memory_mb": 512})).await;
+    let (s, _, b) = server.invoke("big", "GET", "/300", None).await;
+    assert_eq!((s, b.clone()), (200, json!(300)), "a 512 MiB function may use 300 MiB: {b}");
+    assert_eq!(first_cold_start_kind(&server, "big").await, "pool");
+
+    server.deploy("small", "python3.11", "main.handler", &[("main.py", code)], json!({"memory_mb": 64})).await;
+    // The pool refills once its process has answered: wait for the replacement.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (s, _, b) = server.invoke("small", "GET", "/100", None).await;
+    assert_eq!((s, b["errorType"].clone()), (502, json!("OutOfMemory")), "a 64 MiB function may not use 100: {b}");
+    assert!(b["errorMessage"].as_str().unwrap_or_default().contains("64 MiB"), "{b}");
+    assert_eq!(first_cold_start_kind(&server, "small").await, "pool");
 }
