@@ -1,12 +1,14 @@
 //! Functions, versions and code upload (DESIGN §3, §4).
 
+use std::borrow::Borrow;
+
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sless_core::archive::{blob_key, check};
 use sless_core::decide::{UploadAction, upload_action};
@@ -28,9 +30,24 @@ fn function_response(state: &AppState, status: StatusCode, f: &FunctionRecord) -
 }
 
 fn function_json(state: &AppState, f: &FunctionRecord) -> Value {
-    let mut body = serde_json::to_value(f).unwrap_or(Value::Null);
-    body["url"] = json!(format!("{}/v1/namespaces/{}/functions/{}/invoke", state.base_url, f.namespace, f.name));
-    body
+    serde_json::to_value(FunctionView::new(state, f)).unwrap_or(Value::Null)
+}
+
+/// A function's object in a response: the record's fields in their order, then `url`.
+/// `F` is the record or a reference to it.
+#[derive(Serialize)]
+struct FunctionView<F> {
+    #[serde(flatten)]
+    record: F,
+    url: String,
+}
+
+impl<F: Borrow<FunctionRecord>> FunctionView<F> {
+    fn new(state: &AppState, record: F) -> Self {
+        let f = record.borrow();
+        let url = format!("{}/v1/namespaces/{}/functions/{}/invoke", state.base_url, f.namespace, f.name);
+        FunctionView { record, url }
+    }
 }
 
 pub(crate) async fn create(
@@ -63,11 +80,11 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Path(ns): Path<String>,
     Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     validate_name("namespace", &ns)?;
     let page = q.page()?;
     let items = state.registry.list_functions(&ns, &page).await?;
-    Ok(q.respond(items, |f| f.name.clone(), |f| function_json(&state, f)))
+    q.respond_serialized(items, |f| f.name.clone(), |f| FunctionView::new(&state, f))
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sless_core::traits::Page;
 
@@ -50,10 +50,34 @@ impl ListQuery {
     /// `{"items": [...], "next_cursor": …}` from a page fetched with [`ListQuery::page`].
     pub(crate) fn respond<T>(
         &self,
-        mut items: Vec<T>,
+        items: Vec<T>,
         key: impl Fn(&T) -> String,
         render: impl Fn(&T) -> Value,
     ) -> Json<Value> {
+        let (items, next) = self.split(items, key);
+        let items: Vec<Value> = items.iter().map(render).collect();
+        Json(json!({ "items": items, "next_cursor": next }))
+    }
+
+    /// The same body as [`ListQuery::respond`], but the items are serialised straight into
+    /// the response bytes (no `Value` tree per item): for long lists of large items.
+    pub(crate) fn respond_serialized<T, R: Serialize>(
+        &self,
+        items: Vec<T>,
+        key: impl Fn(&T) -> String,
+        render: impl Fn(T) -> R,
+    ) -> ApiResult<Response> {
+        let (items, next_cursor) = self.split(items, key);
+        let items: Vec<R> = items.into_iter().map(render).collect();
+        // Items of a page are alike in size; 1 KiB each spares most of the buffer's regrowth.
+        let mut bytes = Vec::with_capacity(64 + items.len() * 1024);
+        serde_json::to_writer(&mut bytes, &ListBody { items, next_cursor })
+            .map_err(|e| sless_core::Error::Internal(format!("the list could not be serialised: {e}")))?;
+        Ok(([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response())
+    }
+
+    /// The page's items (at most `limit`) and the cursor of the next page, if there is one.
+    fn split<T>(&self, mut items: Vec<T>, key: impl Fn(&T) -> String) -> (Vec<T>, Option<String>) {
         let limit = self.page().map(|p| p.limit as usize - 1).unwrap_or(100);
         let next = if items.len() > limit {
             items.truncate(limit);
@@ -61,9 +85,15 @@ impl ListQuery {
         } else {
             None
         };
-        let items: Vec<Value> = items.iter().map(render).collect();
-        Json(json!({ "items": items, "next_cursor": next }))
+        (items, next)
     }
+}
+
+/// A list body as [`ListQuery::respond`] builds it: `items` first, then `next_cursor`.
+#[derive(Serialize)]
+struct ListBody<R> {
+    items: Vec<R>,
+    next_cursor: Option<String>,
 }
 
 /// Parses `If-Match`: `*`, `"7"`, `W/"7"` or `7`. Errors: 412 when it names no version.

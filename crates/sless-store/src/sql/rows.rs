@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use sless_core::invocation::{InvocationRecord, Outcome, Source};
 use sless_core::job::JobRecord;
 use sless_core::runtime::Runtime;
-use sless_core::status::VersionPhase;
+use sless_core::spec::FunctionSpec;
+use sless_core::status::{FunctionStatus, VersionPhase};
 use sless_core::traits::{FunctionRecord, VersionRecord};
 use sless_core::trigger::TriggerRecord;
 use sless_core::{Error, Result};
@@ -85,6 +86,45 @@ impl FunctionRow {
             updated_at: parse_time(&self.updated_at)?,
         })
     }
+}
+
+/// A function as [`functions_from_json`] reads it: a [`FunctionRow`] with the spec and the
+/// status as JSON values rather than text.
+#[derive(serde::Deserialize)]
+struct FunctionDoc {
+    namespace: String,
+    name: String,
+    spec: FunctionSpec,
+    resource_version: i64,
+    active_version: Option<i64>,
+    status: FunctionStatus,
+    created_at: String,
+    updated_at: String,
+}
+
+/// The records of JSON objects of functions' columns separated by whitespace (SQLite's list
+/// query renders a page so), sorted by name.
+pub(super) fn functions_from_json(text: &str) -> Result<Vec<FunctionRecord>> {
+    let mut docs = serde_json::Deserializer::from_str(text)
+        .into_iter::<FunctionDoc>()
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(json_err)?;
+    // Already in order as a rule; a sorted run costs one pass.
+    docs.sort_by(|a, b| a.name.cmp(&b.name));
+    docs.into_iter()
+        .map(|d| {
+            Ok(FunctionRecord {
+                namespace: d.namespace,
+                name: d.name,
+                spec: d.spec,
+                resource_version: uint(d.resource_version),
+                active_version: d.active_version.map(version_number).transpose()?,
+                status: d.status,
+                created_at: parse_time(&d.created_at)?,
+                updated_at: parse_time(&d.updated_at)?,
+            })
+        })
+        .collect()
 }
 
 /// A row of `triggers` or `jobs`: a namespaced resource with a JSON spec and status.
