@@ -20,6 +20,26 @@ impl Runtime {
     /// Every runtime, in the order shown to users.
     pub const ALL: [Runtime; 2] = [Runtime::Python311, Runtime::Nodejs20];
 
+    /// Whether the interpreter reads the environment variable `name` only while it starts,
+    /// so that a process started before the function's environment was known (a warm-pool
+    /// process) cannot honour it; a function that sets one gets a fresh process instead.
+    /// Python: `PYTHON*` (e.g. `PYTHONHASHSEED`, `PYTHONUTF8`, `PYTHONOPTIMIZE`) except
+    /// `PYTHONPATH`, which the shim applies itself, and the locale (`LANG`, `LC_*`); Node:
+    /// `NODE_*` (e.g. `NODE_OPTIONS`, `NODE_EXTRA_CA_CERTS`) except `NODE_PATH`, which the
+    /// shim applies, and `NODE_ENV`, which only libraries read, and `UV_THREADPOOL_SIZE`; both:
+    /// the dynamic loader's and the C allocator's (`LD_*`, `MALLOC_*`).
+    pub fn reads_at_start(self, name: &str) -> bool {
+        let any = name.starts_with("LD_") || name.starts_with("MALLOC_");
+        any || match self {
+            Runtime::Python311 => {
+                (name.starts_with("PYTHON") && name != "PYTHONPATH") || name == "LANG" || name.starts_with("LC_")
+            }
+            Runtime::Nodejs20 => {
+                (name.starts_with("NODE_") && name != "NODE_PATH" && name != "NODE_ENV") || name == "UV_THREADPOOL_SIZE"
+            }
+        }
+    }
+
     /// The runtime's API name, e.g. `python3.11`.
     pub fn name(self) -> &'static str {
         match self {
@@ -134,6 +154,26 @@ impl Entrypoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variables_read_at_start_are_named() {
+        let py = Runtime::Python311;
+        for name in
+            ["PYTHONHASHSEED", "PYTHONUTF8", "PYTHONOPTIMIZE", "LANG", "LC_ALL", "LD_PRELOAD", "MALLOC_ARENA_MAX"]
+        {
+            assert!(py.reads_at_start(name), "{name}");
+        }
+        for name in ["PYTHONPATH", "TZ", "NODE_OPTIONS", "MY_SETTING"] {
+            assert!(!py.reads_at_start(name), "{name}");
+        }
+        let node = Runtime::Nodejs20;
+        for name in ["NODE_OPTIONS", "NODE_EXTRA_CA_CERTS", "UV_THREADPOOL_SIZE", "LD_LIBRARY_PATH"] {
+            assert!(node.reads_at_start(name), "{name}");
+        }
+        for name in ["NODE_PATH", "NODE_ENV", "TZ", "PYTHONHASHSEED", "DEBUG"] {
+            assert!(!node.reads_at_start(name), "{name}");
+        }
+    }
 
     #[test]
     fn python_files() {

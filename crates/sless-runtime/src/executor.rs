@@ -71,6 +71,9 @@ struct Inner {
     warm_live: Arc<std::sync::atomic::AtomicUsize>,
     /// Held by the refill running (see `Inner::refill_warm`).
     refilling: tokio::sync::Mutex<()>,
+    /// Told when an instance may have become free or stopped: calls waiting for room under
+    /// the server-wide cap look again.
+    room: tokio::sync::Notify,
     registry: Arc<dyn Registry>,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -93,6 +96,9 @@ struct Pool {
     idle_timeout: Duration,
     waiting: std::sync::atomic::AtomicUsize,
     crashes: Mutex<CrashLoop>,
+    /// Set when the function was disabled or deleted: calls still waiting are refused, none
+    /// starts an instance, calls running finish.
+    removed: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -129,6 +135,7 @@ impl LocalExecutor {
                 warm: Mutex::new(HashMap::new()),
                 warm_live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
                 refilling: tokio::sync::Mutex::new(()),
+                room: tokio::sync::Notify::new(),
                 registry,
                 blobs,
                 metrics,
@@ -146,6 +153,8 @@ impl LocalExecutor {
                 tokio::time::sleep(tick).await;
                 let Some(inner) = reaper.upgrade() else { return };
                 inner.reap_idle().await;
+                // A generic process that died (killed, out of memory) is replaced.
+                inner.refill_warm().await;
             }
         });
         lock(&executor.inner.tasks).push(handle);
@@ -270,6 +279,7 @@ impl Inner {
                 .map_or(self.config.idle_timeout, |s| Duration::from_secs(u64::from(s))),
             waiting: std::sync::atomic::AtomicUsize::new(0),
             crashes: Mutex::new(CrashLoop::default()),
+            removed: std::sync::atomic::AtomicBool::new(false),
         });
         pools.insert(key, pool.clone());
         pool
@@ -345,6 +355,10 @@ impl Inner {
         {
             return None;
         }
+        // So are the settings the interpreter reads from its environment while it starts.
+        if launch.target.spec.env.keys().any(|k| launch.runtime.reads_at_start(k)) {
+            return None;
+        }
         let taken = {
             let mut warm = lock(&self.warm);
             let list = warm.entry(launch.runtime).or_default();
@@ -418,6 +432,15 @@ impl Inner {
         self.live.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Claims room for one more instance under the server-wide cap, atomically (parallel
+    /// calls of different functions cannot both take the last place). The instance counts
+    /// itself once started; the claim ends when the returned guard is dropped.
+    fn reserve_slot(&self) -> Option<Slot<'_>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let cap = self.config.max_instances_total;
+        self.live.fetch_update(SeqCst, SeqCst, |n| (n < cap).then_some(n + 1)).ok().map(|_| Slot(&self.live))
+    }
+
     /// Stops idle instances: the first of a function after its idle timeout (scale to zero),
     /// the others after the scale-down delay. A call in flight is never cut.
     async fn reap_idle(&self) {
@@ -447,6 +470,7 @@ impl Inner {
                     i.kill().await;
                 }
                 self.count_instances(&pool);
+                self.room.notify_waiters();
             }
         }
     }
@@ -482,6 +506,10 @@ impl Executor for LocalExecutor {
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> sless_core::Result<InvokeOutcome> {
         use std::sync::atomic::Ordering::Relaxed;
         let refused = |result| Ok(InvokeOutcome { result, cold_start: false, cold_start_kind: None, logs: Vec::new() });
+        let gone = || {
+            let message = "the function was disabled or deleted while this call waited".to_string();
+            refused(InvokeResult::Unavailable { message, retry_after_sec: 1 })
+        };
         let pool = self.inner.pool(target);
         if let Some((message, retry_after_sec)) = lock(&pool.crashes).holding_off(Instant::now()) {
             return refused(InvokeResult::Unavailable { message, retry_after_sec });
@@ -505,32 +533,58 @@ impl Executor for LocalExecutor {
                 return refused(InvokeResult::Throttled { message });
             }
         };
+        if pool.removed.load(Relaxed) {
+            return gone();
+        }
+        // Room under the server-wide cap is waited for as long as a free instance would be.
+        let deadline = tokio::time::Instant::now() + timeout;
         let (instance, start_kind) = loop {
+            // Registered before looking, so room made meanwhile is not missed.
+            let room = self.inner.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
             let needs_room = {
                 let mut instances = lock(&pool.instances);
+                if pool.removed.load(Relaxed) {
+                    drop(instances);
+                    return gone();
+                }
                 instances.retain(|i| i.healthy());
                 if let Some(i) = instances.iter().find(|i| i.inflight.load(Relaxed) < pool.concurrency) {
                     i.inflight.fetch_add(1, Relaxed);
                     break (i.clone(), None);
                 }
-                if self.inner.total_instances() < self.inner.config.max_instances_total {
+                if let Some(slot) = self.inner.reserve_slot() {
                     // Taken or started under the pool's lock, so parallel calls never start
-                    // more instances than they need.
-                    if let Some(i) = self.inner.take_warm(&pool.launch) {
-                        i.inflight.fetch_add(1, Relaxed);
-                        instances.push(i.clone());
-                        break (i, Some("pool"));
-                    }
-                    let i = Instance::spawn(&pool.launch, &self.inner.tmp, self.inner.logs.clone(), &self.inner.live)?;
+                    // more instances than they need; counted against the cap from the start.
+                    let (i, kind) = match self.inner.take_warm(&pool.launch) {
+                        Some(i) => {
+                            i.join_live(&self.inner.live);
+                            (i, "pool")
+                        }
+                        None => {
+                            let i = Instance::spawn(
+                                &pool.launch,
+                                &self.inner.tmp,
+                                self.inner.logs.clone(),
+                                &self.inner.live,
+                            )?;
+                            (i, "process")
+                        }
+                    };
+                    drop(slot);
                     i.inflight.fetch_add(1, Relaxed);
                     instances.push(i.clone());
-                    break (i, Some("process"));
+                    break (i, Some(kind));
                 }
                 true
             };
-            if needs_room && !self.inner.make_room().await {
+            if needs_room && !self.inner.make_room().await && tokio::time::timeout_at(deadline, room).await.is_err() {
                 let cap = self.inner.config.max_instances_total;
-                let message = format!("the server runs its cap of {cap} instances and none is idle");
+                let message = format!(
+                    "the server runs its cap of {cap} instances and none became free within timeout_sec = {} s",
+                    target.spec.timeout_sec
+                );
                 return refused(InvokeResult::Throttled { message });
             }
         };
@@ -552,26 +606,31 @@ impl Executor for LocalExecutor {
             lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
             instance.kill().await;
         }
+        if left == 0 {
+            // An idle instance (or a place under the cap) for a call waiting for room.
+            self.inner.room.notify_waiters();
+        }
         self.inner.count_instances(&pool);
         self.inner.track_starts(&pool, failed_start, &out.result).await;
         Ok(InvokeOutcome { result: out.result, cold_start, cold_start_kind: start_kind, logs: out.logs })
     }
 
     async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
         let pool = self.inner.pool(target);
         let started = {
             let mut instances = lock(&pool.instances);
             instances.retain(|i| i.healthy());
-            let has_room =
-                instances.iter().any(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) < pool.concurrency);
-            let fits = self.inner.total_instances() < self.inner.config.max_instances_total;
-            if !has_room && instances.len() < pool.max_instances && fits {
-                let instance =
-                    Instance::spawn(&pool.launch, &self.inner.tmp, self.inner.logs.clone(), &self.inner.live)?;
-                instances.push(instance.clone());
-                Some(instance)
-            } else {
-                None
+            let has_room = instances.iter().any(|i| i.inflight.load(Relaxed) < pool.concurrency);
+            let wanted = !has_room && instances.len() < pool.max_instances && !pool.removed.load(Relaxed);
+            match wanted.then(|| self.inner.reserve_slot()).flatten() {
+                Some(_slot) => {
+                    let instance =
+                        Instance::spawn(&pool.launch, &self.inner.tmp, self.inner.logs.clone(), &self.inner.live)?;
+                    instances.push(instance.clone());
+                    Some(instance)
+                }
+                None => None,
             }
         };
         if let Some(instance) = started {
@@ -585,11 +644,21 @@ impl Executor for LocalExecutor {
     async fn remove(&self, namespace: &str, name: &str) {
         let pool = lock(&self.inner.pools).remove(&(namespace.to_string(), name.to_string()));
         if let Some(pool) = pool {
-            let instances: Vec<Arc<Instance>> = lock(&pool.instances).drain(..).collect();
-            for inst in instances {
+            // Calls running finish (their instance stops after its last call, as in a
+            // rollout); calls still waiting are refused; idle instances stop now.
+            let idle: Vec<Arc<Instance>> = {
+                let mut instances = lock(&pool.instances);
+                pool.removed.store(true, std::sync::atomic::Ordering::SeqCst);
+                let (idle, busy) =
+                    instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
+                *instances = busy;
+                idle
+            };
+            for inst in idle {
                 inst.kill().await;
             }
             self.inner.count_instances(&pool);
+            self.inner.room.notify_waiters();
         }
     }
 
@@ -610,6 +679,15 @@ impl Executor for LocalExecutor {
             inst.kill().await;
         }
         self.inner.memory.cleanup();
+    }
+}
+
+/// A claimed place under the server-wide instance cap (see `Inner::reserve_slot`).
+struct Slot<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

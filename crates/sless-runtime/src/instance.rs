@@ -285,11 +285,20 @@ impl Instance {
         });
         write_frame(&mut *self.writer.lock().await, &frame).await?;
         self.limit_memory(memory, spec.target.spec.memory_mb).await;
+        self.join_live(live);
+        Ok(())
+    }
+
+    /// Counts a warm-pool process in `live` (the function instances) instead of the pool's
+    /// count, from now until it ends. Does nothing if it is counted there already.
+    pub(crate) fn join_live(&self, live: &Arc<AtomicUsize>) {
         let mut counted = lock(&self.live);
+        if Arc::ptr_eq(&counted, live) {
+            return;
+        }
         live.fetch_add(1, Ordering::SeqCst);
         counted.fetch_sub(1, Ordering::SeqCst);
         *counted = live.clone();
-        Ok(())
     }
 
     /// Puts the process under a limit of `memory_mb` MiB: in a group of its own, or, if it has

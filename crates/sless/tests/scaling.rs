@@ -84,13 +84,106 @@ async fn at_the_server_wide_cap_an_idle_instance_of_another_function_makes_room(
     assert_eq!(s, 200);
     assert_ne!(one, two);
     wait_until("the idle instance of `one` was stopped", async || !alive(&one)).await;
-    // Both busy at once is more than the cap: the second waits for nothing and gets 429.
+    // Both busy at once is more than the cap: the second waits for room (the first call's
+    // instance, idle once it answers, is stopped for it), as long as its own timeout allows.
     let (a, b) = tokio::join!(server.invoke("one", "GET", "?s=1", None), async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        server.invoke("two", "GET", "", None).await
+        let asked = Instant::now();
+        (server.invoke("two", "GET", "", None).await, asked.elapsed())
+    });
+    assert_eq!(a.0, 200);
+    assert_eq!(b.0.0, 200, "{:?}", b.0.2);
+    assert!(b.1 >= Duration::from_millis(400), "it waited for room: {:?}", b.1);
+    // A call whose timeout passes first gets 429.
+    server.deploy("short", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"timeout_sec": 1})).await;
+    let (a, b) = tokio::join!(server.invoke("one", "GET", "?s=3", None), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        server.invoke("short", "GET", "", None).await
     });
     assert_eq!(a.0, 200);
     assert_eq!(b.0, 429, "{:?}", b.2);
+    assert!(b.2["errorMessage"].as_str().unwrap_or_default().contains("cap of 1"), "{:?}", b.2);
+}
+
+#[tokio::test]
+async fn parallel_calls_of_several_functions_never_run_more_instances_than_the_cap() {
+    let server = Server::start_with(&["--max-instances", "2", "--warm-pool-size", "0"]);
+    // Each call returns its process id and when it ran (Unix ms).
+    let code = "import os, time\ndef handler(event, context):\n    start = time.time()\n    time.sleep(0.3)\n    return [os.getpid(), start, time.time()]\n";
+    for name in ["a", "b", "c"] {
+        server.deploy(name, "python3.11", "main.handler", &[("main.py", code)], json!({"max_instances": 4})).await;
+    }
+    let calls = (0..9).map(|i| server.invoke(["a", "b", "c"][i % 3], "GET", "", None));
+    let answers = futures::future::join_all(calls).await;
+    let mut spans = Vec::new();
+    for (s, _, b) in &answers {
+        assert_eq!(*s, 200, "{b}");
+        spans.push((b[0].as_u64().expect("pid"), b[1].as_f64().expect("start"), b[2].as_f64().expect("end")));
+    }
+    // At no call's start were more than 2 distinct processes running calls.
+    for (_, start, _) in &spans {
+        let running: std::collections::BTreeSet<u64> =
+            spans.iter().filter(|(_, s, e)| s <= start && start < e).map(|(pid, _, _)| *pid).collect();
+        assert!(running.len() <= 2, "{} processes at once: {spans:?}", running.len());
+    }
+}
+
+#[tokio::test]
+async fn disabling_a_function_lets_running_calls_finish_and_refuses_waiting_ones() {
+    let server = Server::start_with(&["--warm-pool-size", "0"]);
+    server.deploy("stop", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"max_instances": 1})).await;
+    let (_, _, pid) = server.invoke("stop", "GET", "", None).await;
+    let calls = (0..3).map(|_| server.invoke("stop", "GET", "?s=1.5", None));
+    let (answers, disabled) = tokio::join!(futures::future::join_all(calls), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server.send(server.http.patch(server.api("/stop")).json(&json!({"enabled": false}))).await.0
+    });
+    assert_eq!(disabled, 200);
+    let mut statuses: Vec<u16> = answers.iter().map(|a| a.0).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 503, 503], "{answers:?}");
+    let finished = answers.iter().find(|a| a.0 == 200).expect("the running call");
+    assert_eq!(finished.2, pid, "it finished on its instance");
+    wait_until("the instance stops after its last call", async || !alive(&pid)).await;
+}
+
+#[tokio::test]
+async fn a_dead_warm_pool_process_is_replaced_and_start_time_settings_skip_the_pool() {
+    let server = Server::start_with(&["--warm-pool-size", "1"]);
+    let shims = server.data.join("runtimes").display().to_string();
+    let mut warm = std::collections::BTreeSet::new();
+    wait_until("the warm pool is up", async || {
+        warm = pids_mentioning(&shims);
+        warm.len() == 2
+    })
+    .await;
+    for pid in &warm {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(*pid).expect("pid")),
+            nix::sys::signal::SIGKILL,
+        )
+        .expect("kill");
+    }
+    wait_until("both are replaced", async || {
+        let now = pids_mentioning(&shims);
+        now.len() == 2 && now.is_disjoint(&warm)
+    })
+    .await;
+    // PYTHONHASHSEED is read when Python starts: a pool process could not honour it.
+    let code = "import os, sys\ndef handler(event, context):\n    return [os.getpid(), sys.flags.hash_randomization]\n";
+    let env = json!({"env": {"PYTHONHASHSEED": "0"}});
+    server.deploy("seeded", "python3.11", "main.handler", &[("main.py", code)], env).await;
+    let (s, _, b) = server.invoke("seeded", "GET", "", None).await;
+    assert_eq!(s, 200);
+    assert_eq!(b[1], 0, "the seed applies: {b}");
+    let mut kind = Value::Null;
+    wait_until("the call is recorded", async || {
+        let (_, _, page) = server.send(server.http.get(server.api("/seeded/invocations"))).await;
+        kind = page["items"][0]["cold_start_kind"].clone();
+        !kind.is_null()
+    })
+    .await;
+    assert_eq!(kind, "process");
 }
 
 #[tokio::test]
