@@ -263,6 +263,25 @@ impl Inner {
         if let Some(p) = pools.get(&key).filter(|p| p.target == *target) {
             return p.clone();
         }
+        // A new spec or version: the previous one's idle instances stop now (busy ones stop
+        // after their last call, see `invoke`). Not for an older version, which may be a call
+        // that read its target just before a rollout (a rollback's leftovers stop when idle).
+        if let Some(previous) = pools.get(&key).filter(|p| p.target.version <= target.version) {
+            let idle: Vec<Arc<Instance>> = {
+                let mut instances = lock(&previous.instances);
+                let (idle, busy) =
+                    instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
+                *instances = busy;
+                idle
+            };
+            if !idle.is_empty() {
+                tokio::spawn(async move {
+                    for i in idle {
+                        i.kill().await;
+                    }
+                });
+            }
+        }
         let dir = build_dir(&self.builds, target.spec.runtime, &target.sha256);
         let max_instances =
             target.spec.max_instances.map_or(self.config.max_instances_per_function, |m| m as usize).max(1);

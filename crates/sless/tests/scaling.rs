@@ -129,6 +129,22 @@ async fn parallel_calls_of_several_functions_never_run_more_instances_than_the_c
 }
 
 #[tokio::test]
+async fn a_spec_change_stops_the_previous_specs_idle_instance() {
+    let server = Server::start_with(&["--warm-pool-size", "0"]);
+    server
+        .deploy("respec", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"idle_timeout_sec": 600}))
+        .await;
+    let (_, _, old) = server.invoke("respec", "GET", "", None).await;
+    let (s, _, b) = server.send(server.http.patch(server.api("/respec")).json(&json!({"env": {"A": "1"}}))).await;
+    assert_eq!(s, 200, "{b}");
+    let (s, _, new) = server.invoke("respec", "GET", "", None).await;
+    assert_eq!(s, 200);
+    assert_ne!(new, old, "the new spec runs on a new instance");
+    wait_until("the previous spec's idle instance stops", async || !alive(&old)).await;
+    assert!(alive(&new));
+}
+
+#[tokio::test]
 async fn disabling_a_function_lets_running_calls_finish_and_refuses_waiting_ones() {
     let server = Server::start_with(&["--warm-pool-size", "0"]);
     server.deploy("stop", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"max_instances": 1})).await;
