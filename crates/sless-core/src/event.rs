@@ -527,6 +527,7 @@ pub fn answer(result: &crate::traits::InvokeResult, timeout_sec: u32, max_respon
         InvokeResult::Unavailable { message, retry_after_sec } => {
             platform_refusal(503, "Function.CrashLoop", message, *retry_after_sec)
         }
+        InvokeResult::Withdrawn { message } => platform_refusal(503, "Function.NotReady", message, 1),
     }
 }
 

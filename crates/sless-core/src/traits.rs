@@ -346,6 +346,12 @@ pub enum InvokeResult {
         /// When to try again, in seconds.
         retry_after_sec: u64,
     },
+    /// Not run: the function was disabled or deleted while the call waited for an instance
+    /// (503 `Function.NotReady`, as a call arriving after it would get).
+    Withdrawn {
+        /// Why.
+        message: String,
+    },
 }
 
 /// A call's outcome with what was observed around it.

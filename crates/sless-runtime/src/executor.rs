@@ -158,6 +158,27 @@ impl LocalExecutor {
             }
         });
         lock(&executor.inner.tasks).push(handle);
+        // A spec change or a new active version retires the function's instances at once
+        // (idle ones stop now, busy ones after their calls), not at its next call.
+        let watcher = Arc::downgrade(&executor.inner);
+        let mut changes = executor.inner.registry.subscribe();
+        let handle = tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                let changed = changes.recv().await;
+                let Some(inner) = watcher.upgrade() else { return };
+                let keys: Vec<Key> = match changed {
+                    Ok(c) if c.kind == sless_core::traits::Kind::Function => vec![(c.namespace, c.name)],
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(_)) => lock(&inner.pools).keys().cloned().collect(),
+                    Err(RecvError::Closed) => return,
+                };
+                for (namespace, name) in keys {
+                    inner.retire_if_stale(&namespace, &name).await;
+                }
+            }
+        });
+        lock(&executor.inner.tasks).push(handle);
         executor.inner.refill_warm_later(Duration::ZERO);
         Ok(executor)
     }
@@ -356,7 +377,15 @@ impl Inner {
             .filter(|(_, i)| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0)
             .max_by_key(|(_, i)| i.idle_for(now));
         let Some((pool, instance)) = victim else { return false };
-        lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
+        {
+            // Taken out under the pool's lock, where calls pick instances, and only if it is
+            // still idle: a call that picked it meanwhile keeps it.
+            let mut instances = lock(&pool.instances);
+            if instance.inflight.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                return true;
+            }
+            instances.retain(|i| !Arc::ptr_eq(i, &instance));
+        }
         instance.kill().await;
         self.count_instances(&pool);
         true
@@ -462,6 +491,37 @@ impl Inner {
 
     /// Stops idle instances: the first of a function after its idle timeout (scale to zero),
     /// the others after the scale-down delay. A call in flight is never cut.
+    /// Retires the function's pool if the registry has moved on from it (another spec or
+    /// active version): it leaves the map, so the next call starts the new one; its idle
+    /// instances stop now, its busy ones after their last call (see `invoke`).
+    async fn retire_if_stale(&self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(pool) = lock(&self.pools).get(&key).cloned() else { return };
+        let Ok(f) = self.registry.get_function(namespace, name).await else { return };
+        if f.spec == pool.target.spec && f.active_version == Some(pool.target.version) {
+            return;
+        }
+        {
+            let mut pools = lock(&self.pools);
+            if !pools.get(&key).is_some_and(|p| Arc::ptr_eq(p, &pool)) {
+                return;
+            }
+            pools.remove(&key);
+        }
+        let idle: Vec<Arc<Instance>> = {
+            let mut instances = lock(&pool.instances);
+            let (idle, busy) =
+                instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
+            *instances = busy;
+            idle
+        };
+        for i in idle {
+            i.kill().await;
+        }
+        self.count_instances(&pool);
+        self.room.notify_waiters();
+    }
+
     async fn reap_idle(&self) {
         let now = Instant::now();
         let pools: Vec<Arc<Pool>> = lock(&self.pools).values().cloned().collect();
@@ -527,7 +587,7 @@ impl Executor for LocalExecutor {
         let refused = |result| Ok(InvokeOutcome { result, cold_start: false, cold_start_kind: None, logs: Vec::new() });
         let gone = || {
             let message = "the function was disabled or deleted while this call waited".to_string();
-            refused(InvokeResult::Unavailable { message, retry_after_sec: 1 })
+            refused(InvokeResult::Withdrawn { message })
         };
         let pool = self.inner.pool(target);
         if let Some((message, retry_after_sec)) = lock(&pool.crashes).holding_off(Instant::now()) {
@@ -541,11 +601,16 @@ impl Executor for LocalExecutor {
             let message = format!("all instances are busy and {queue} calls are already waiting");
             return refused(InvokeResult::Throttled { message });
         }
+        // One budget for both waits (a free slot of the function, room under the server-wide
+        // cap): the call never waits longer than its own timeout in all.
+        let deadline = tokio::time::Instant::now() + timeout;
         pool.waiting.fetch_add(1, Relaxed);
-        let permit = tokio::time::timeout(timeout, pool.permits.acquire()).await;
+        let permit = tokio::time::timeout_at(deadline, pool.permits.acquire()).await;
         pool.waiting.fetch_sub(1, Relaxed);
         let _permit = match permit {
             Ok(Ok(p)) => p,
+            // `remove` closes the semaphore: the waiting calls are refused at once.
+            Ok(Err(_)) if pool.removed.load(Relaxed) => return gone(),
             Ok(Err(_)) => return Err(sless_core::Error::Internal("executor is shutting down".into())),
             Err(_) => {
                 let message = format!("no instance became free within timeout_sec = {} s", target.spec.timeout_sec);
@@ -555,8 +620,6 @@ impl Executor for LocalExecutor {
         if pool.removed.load(Relaxed) {
             return gone();
         }
-        // Room under the server-wide cap is waited for as long as a free instance would be.
-        let deadline = tokio::time::Instant::now() + timeout;
         let (instance, start_kind) = loop {
             // Registered before looking, so room made meanwhile is not missed.
             let room = self.inner.room.notified();
@@ -668,6 +731,7 @@ impl Executor for LocalExecutor {
             let idle: Vec<Arc<Instance>> = {
                 let mut instances = lock(&pool.instances);
                 pool.removed.store(true, std::sync::atomic::Ordering::SeqCst);
+                pool.permits.close();
                 let (idle, busy) =
                     instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
                 *instances = busy;

@@ -137,11 +137,11 @@ async fn a_spec_change_stops_the_previous_specs_idle_instance() {
     let (_, _, old) = server.invoke("respec", "GET", "", None).await;
     let (s, _, b) = server.send(server.http.patch(server.api("/respec")).json(&json!({"env": {"A": "1"}}))).await;
     assert_eq!(s, 200, "{b}");
+    // Without waiting for another call.
+    wait_until("the previous spec's idle instance stops", async || !alive(&old)).await;
     let (s, _, new) = server.invoke("respec", "GET", "", None).await;
     assert_eq!(s, 200);
     assert_ne!(new, old, "the new spec runs on a new instance");
-    wait_until("the previous spec's idle instance stops", async || !alive(&old)).await;
-    assert!(alive(&new));
 }
 
 #[tokio::test]
@@ -149,7 +149,11 @@ async fn disabling_a_function_lets_running_calls_finish_and_refuses_waiting_ones
     let server = Server::start_with(&["--warm-pool-size", "0"]);
     server.deploy("stop", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"max_instances": 1})).await;
     let (_, _, pid) = server.invoke("stop", "GET", "", None).await;
-    let calls = (0..3).map(|_| server.invoke("stop", "GET", "?s=1.5", None));
+    let started = Instant::now();
+    let calls = (0..3).map(|_| async {
+        let answer = server.invoke("stop", "GET", "?s=1.5", None).await;
+        (answer.0, answer.1, answer.2, started.elapsed())
+    });
     let (answers, disabled) = tokio::join!(futures::future::join_all(calls), async {
         tokio::time::sleep(Duration::from_millis(500)).await;
         server.send(server.http.patch(server.api("/stop")).json(&json!({"enabled": false}))).await.0
@@ -160,6 +164,10 @@ async fn disabling_a_function_lets_running_calls_finish_and_refuses_waiting_ones
     assert_eq!(statuses, [200, 503, 503], "{answers:?}");
     let finished = answers.iter().find(|a| a.0 == 200).expect("the running call");
     assert_eq!(finished.2, pid, "it finished on its instance");
+    for refused in answers.iter().filter(|a| a.0 == 503) {
+        assert_eq!(refused.2["errorType"], "Function.NotReady", "{:?}", refused.2);
+        assert!(refused.3 < finished.3, "refused when disabled, not when the running call ended: {answers:?}");
+    }
     wait_until("the instance stops after its last call", async || !alive(&pid)).await;
 }
 
