@@ -101,6 +101,18 @@ struct Pool {
     removed: std::sync::atomic::AtomicBool,
 }
 
+impl Pool {
+    /// Takes the instances with no call in flight out of the pool (under its lock, where
+    /// calls pick instances, so none of them gets a call afterwards).
+    fn take_idle(&self) -> Vec<Arc<Instance>> {
+        let mut instances = lock(&self.instances);
+        let (idle, busy) =
+            instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
+        *instances = busy;
+        idle
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -283,25 +295,6 @@ impl Inner {
         let mut pools = lock(&self.pools);
         if let Some(p) = pools.get(&key).filter(|p| p.target == *target) {
             return p.clone();
-        }
-        // A new spec or version: the previous one's idle instances stop now (busy ones stop
-        // after their last call, see `invoke`). Not for an older version, which may be a call
-        // that read its target just before a rollout (a rollback's leftovers stop when idle).
-        if let Some(previous) = pools.get(&key).filter(|p| p.target.version <= target.version) {
-            let idle: Vec<Arc<Instance>> = {
-                let mut instances = lock(&previous.instances);
-                let (idle, busy) =
-                    instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
-                *instances = busy;
-                idle
-            };
-            if !idle.is_empty() {
-                tokio::spawn(async move {
-                    for i in idle {
-                        i.kill().await;
-                    }
-                });
-            }
         }
         let dir = build_dir(&self.builds, target.spec.runtime, &target.sha256);
         let max_instances =
@@ -508,17 +501,16 @@ impl Inner {
             }
             pools.remove(&key);
         }
-        let idle: Vec<Arc<Instance>> = {
-            let mut instances = lock(&pool.instances);
-            let (idle, busy) =
-                instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
-            *instances = busy;
-            idle
-        };
+        self.stop_idle(&pool, pool.take_idle()).await;
+    }
+
+    /// Stops instances taken out of `pool` (see [`Pool::take_idle`]) and tells the calls
+    /// waiting for room.
+    async fn stop_idle(&self, pool: &Pool, idle: Vec<Arc<Instance>>) {
         for i in idle {
             i.kill().await;
         }
-        self.count_instances(&pool);
+        self.count_instances(pool);
         self.room.notify_waiters();
     }
 
@@ -727,21 +719,14 @@ impl Executor for LocalExecutor {
         let pool = lock(&self.inner.pools).remove(&(namespace.to_string(), name.to_string()));
         if let Some(pool) = pool {
             // Calls running finish (their instance stops after its last call, as in a
-            // rollout); calls still waiting are refused; idle instances stop now.
-            let idle: Vec<Arc<Instance>> = {
-                let mut instances = lock(&pool.instances);
+            // rollout); calls still waiting are refused; idle instances stop now. Marked
+            // under the pool's lock, where calls pick or start instances.
+            {
+                let _instances = lock(&pool.instances);
                 pool.removed.store(true, std::sync::atomic::Ordering::SeqCst);
                 pool.permits.close();
-                let (idle, busy) =
-                    instances.drain(..).partition(|i| i.inflight.load(std::sync::atomic::Ordering::Relaxed) == 0);
-                *instances = busy;
-                idle
-            };
-            for inst in idle {
-                inst.kill().await;
             }
-            self.inner.count_instances(&pool);
-            self.inner.room.notify_waiters();
+            self.inner.stop_idle(&pool, pool.take_idle()).await;
         }
     }
 
