@@ -1,4 +1,4 @@
-//! Code-archive checks and unpacking (DESIGN §4).
+//! Code-archive checks and unpacking (docs/architecture.md, "Archives and builds").
 //!
 //! An archive is checked completely before anything is stored: size, entry count, paths
 //! (no absolute paths, no `..`, backslashes normalised to `/`), duplicates, links that leave

@@ -1,4 +1,4 @@
-//! The pure decisions both backends carry out (DESIGN §2): what an upload does, and which
+//! The pure decisions both backends carry out (docs/architecture.md, "Seams"): what an upload does, and which
 //! status follows a build. Functions of (spec, status, observation) only — no I/O.
 
 use chrono::{DateTime, Utc};
@@ -206,7 +206,7 @@ pub enum JobAction {
     Run,
 }
 
-/// Decides a job's next step (DESIGN §7): `run_id` 0 → `Skipped`; a run when enabled and
+/// Decides a job's next step (docs/architecture.md, "Triggers and jobs"): `run_id` 0 → `Skipped`; a run when enabled and
 /// `run_id` differs from the last run's and the function is ready; otherwise wait (or fail
 /// when the function failed). A run is started at most once per `run_id`.
 pub fn job_action(

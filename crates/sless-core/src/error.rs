@@ -2,7 +2,7 @@
 
 /// Errors raised by validation, archive checks and the backend traits.
 ///
-/// Each variant maps to one HTTP status in the API (DESIGN §3); the mapping lives in
+/// Each variant maps to one HTTP status in the API (docs/api.md); the mapping lives in
 /// `sless-server`, the message here is safe to show to users (it never contains env values).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

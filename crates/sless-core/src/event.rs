@@ -1,4 +1,4 @@
-//! The HTTP event given to a handler and the HTTP response made from its result (DESIGN §5).
+//! The HTTP event given to a handler and the HTTP response made from its result (docs/writing-functions.md).
 //!
 //! Event: the API Gateway REST proxy integration format 1.0 ("payload format version 1.0").
 //! Header names are lowercase in both `headers` and `multiValueHeaders` (HTTP/2 style; what a
@@ -443,7 +443,7 @@ mod tests {
     }
 }
 
-/// The cron event (DESIGN §5): `{"source": "sless.cron", "detail-type": "Scheduled Event",
+/// The cron event (docs/writing-functions.md): `{"source": "sless.cron", "detail-type": "Scheduled Event",
 /// "id", "time", "resources": ["ns/trigger"], "detail": <payload>}`, like an EventBridge
 /// scheduled event. `time` is the tick (RFC 3339 UTC), not the moment of the call.
 pub fn cron_event(
@@ -464,7 +464,7 @@ pub fn cron_event(
     })
 }
 
-/// The job event (DESIGN §5): `{"source": "sless.job", "job", "run_id", "payload"}`.
+/// The job event (docs/writing-functions.md): `{"source": "sless.job", "job", "run_id", "payload"}`.
 pub fn job_event(job: &str, run_id: u64, payload: &Value) -> Value {
     json!({ "source": "sless.job", "job": job, "run_id": run_id, "payload": payload })
 }
@@ -480,7 +480,7 @@ pub struct Answer {
     pub error: Option<(String, String)>,
 }
 
-/// Turns a call's result into its HTTP answer (DESIGN §5): a returned value → its response
+/// Turns a call's result into its HTTP answer (docs/writing-functions.md): a returned value → its response
 /// (502 `Runtime.MalformedResponse` when malformed, 502 `Function.ResponseSizeTooLarge` over
 /// `max_response_bytes`); an exception → 502 `{"errorType","errorMessage"}`; a timeout → 504
 /// `Function.Timeout`; a crash → 502 `RuntimeExited`. Function failures carry

@@ -1,4 +1,4 @@
-//! Invocation records (DESIGN §11): one per call of a function, whatever its source.
+//! Invocation records (docs/architecture.md, "Observability"): one per call of a function, whatever its source.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Jobs (DESIGN §7): a one-off run of a function with a payload, keyed by `run_id`.
+//! Jobs (docs/architecture.md, "Triggers and jobs"): a one-off run of a function with a payload, keyed by `run_id`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The registry of runtimes and the entrypoint rules (DESIGN §1, runtimes/PROTOCOL.md).
+//! The registry of runtimes and the entrypoint rules (docs/architecture.md, "Concepts", runtimes/PROTOCOL.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -102,7 +102,7 @@ impl std::fmt::Display for Runtime {
     }
 }
 
-/// A parsed entrypoint `folder/module.path.function` (DESIGN §1).
+/// A parsed entrypoint `folder/module.path.function` (docs/architecture.md, "Concepts").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entrypoint {
     /// The folder under the code root (`""` for the root), `/`-separated.

@@ -3,7 +3,7 @@
 //! This module is shared by every backend and never reads the clock: every function takes the
 //! times it needs as arguments, so it is tested with explicit times.
 //!
-//! # Syntax (DESIGN §3, triggers: `schedule`, `timezone`)
+//! # Syntax (docs/api.md, triggers: `schedule`, `timezone`)
 //!
 //! - a 5-field cron expression `minute hour day-of-month month day-of-week`, in the syntax of
 //!   the `croner` crate (Vixie cron: `*`, `,`, `-`, `*/n`, `a-b/n`, month and weekday names,
@@ -18,7 +18,7 @@
 //! `timezone` is an IANA name (`UTC`, `Europe/Berlin`). Cron times are wall-clock times in that
 //! zone; `@every` ticks are absolute (the zone is validated but does not change them).
 //!
-//! # Ticks and firing (DESIGN §7: "Cron fires once per schedule tick, never twice after a
+//! # Ticks and firing (docs/architecture.md, "Triggers and jobs": "Cron fires once per schedule tick, never twice after a
 //! restart and never catches up a backlog of missed ticks (at most the latest one)")
 //!
 //! - The *anchor* is when the schedule took effect: the trigger's creation or its last spec
@@ -86,7 +86,7 @@ impl Schedule {
     ///
     /// Errors: [`Error::InvalidField`] with field `schedule` or `timezone` and a message saying
     /// what is wrong (e.g. a 6-field cron expression with seconds gets "expected 5 fields …",
-    /// `0 0 30 2 *` gets "never fires"). The syntax is DESIGN §3 (triggers).
+    /// `0 0 30 2 *` gets "never fires"). The syntax is docs/api.md (triggers).
     pub fn parse(schedule: &str, timezone: &str) -> Result<Schedule> {
         let tz = parse_timezone(timezone)?;
         let text = schedule.trim();
@@ -126,7 +126,7 @@ impl Schedule {
     /// The tick to fire now, if any: the LATEST tick `t` with `since < t <= now`, where
     /// `since = max(anchor, last_fired)`. At most one tick is returned however many were missed
     /// (a restart after three missed ticks fires once, the latest; a restart just after a fired
-    /// tick fires nothing) — DESIGN §7.
+    /// tick fires nothing) — docs/architecture.md, "Triggers and jobs".
     ///
     /// `anchor`: when the schedule took effect (the trigger's creation or last spec change);
     /// `@every d` ticks are `anchor + k·d` (`k ≥ 1`, computed arithmetically); cron ticks are

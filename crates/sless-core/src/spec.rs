@@ -1,5 +1,5 @@
 //! The function spec: what a user declares, validated from JSON with every error naming its
-//! field (DESIGN §3). PUT replaces the whole spec; PATCH applies an RFC 7396 merge patch to the
+//! field (docs/api.md). PUT replaces the whole spec; PATCH applies an RFC 7396 merge patch to the
 //! current spec's JSON and validates the result with the same rules.
 
 use std::collections::BTreeMap;

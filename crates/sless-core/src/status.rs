@@ -1,4 +1,4 @@
-//! Status objects: phases, messages and Kubernetes-style conditions (DESIGN §1).
+//! Status objects: phases, messages and Kubernetes-style conditions (docs/architecture.md, "Concepts").
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

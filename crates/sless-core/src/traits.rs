@@ -1,4 +1,5 @@
-//! The seams between the API and the backends (DESIGN §2), used as `Arc<dyn Trait>`.
+//! The seams between the API and the backends (docs/architecture.md, "Seams"), used as
+//! `Arc<dyn Trait>`.
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -300,6 +301,19 @@ pub struct InvokeTarget {
     pub sha256: String,
 }
 
+impl InvokeTarget {
+    /// `function`'s current spec at version `version`.
+    pub fn new(function: &FunctionRecord, version: &VersionRecord) -> Self {
+        InvokeTarget {
+            namespace: function.namespace.clone(),
+            name: function.name.clone(),
+            spec: function.spec.clone(),
+            version: version.version,
+            sha256: version.sha256.clone(),
+        }
+    }
+}
+
 /// One call to make.
 #[derive(Debug, Clone)]
 pub struct Invocation {
@@ -367,19 +381,39 @@ pub struct InvokeOutcome {
     pub logs: Vec<String>,
 }
 
-/// Builds and runs versions (local processes; Kubernetes objects).
+/// What a build produced: whether the version can run, its log, and a one-line reason for a
+/// failure (shown as the version's and the function's status message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildOutcome {
+    /// Whether the version was built and its entrypoint loaded.
+    pub ok: bool,
+    /// The build's whole output (dependency install, entrypoint check), kept as the build log.
+    pub log: String,
+    /// Why it failed (e.g. the import error), or empty.
+    pub message: String,
+}
+
+/// Builds and runs versions (local processes; Kubernetes objects). The workflow around a
+/// build (statuses, the active version, the build log, resuming after a restart) is the
+/// control plane's (`sless_control::Rollouts`); an executor only carries it out.
 #[async_trait::async_trait]
 pub trait Executor: Send + Sync {
-    /// Builds version `version` of the function in the background and, when it succeeds,
-    /// makes it active; the outcome is written to the registry.
-    async fn rollout(&self, namespace: &str, name: &str, version: u32) -> Result<()>;
+    /// Builds `target` (its spec at one version) from the code archive `archive` into
+    /// something runnable. A build that fails because of the function's code or dependencies
+    /// is `Ok` with `ok: false`; errors are platform failures.
+    async fn build(&self, target: &InvokeTarget, archive: Bytes) -> Result<BuildOutcome>;
+    /// Whether a finished build of `target`'s version is available to this executor (a new
+    /// server on a shared store may have to build versions built elsewhere).
+    async fn is_built(&self, target: &InvokeTarget) -> Result<bool>;
     /// Calls the function once. Errors only for platform failures (the function's own
     /// failures are in the outcome).
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> Result<InvokeOutcome>;
     /// Starts an instance ahead of a call (cron `prewarm_sec`), unless one is idle already.
     async fn prewarm(&self, target: &InvokeTarget) -> Result<()>;
-    /// Stops every instance of a function (it was deleted or disabled).
-    async fn remove(&self, namespace: &str, name: &str);
-    /// Stops every instance and waits for them to exit.
+    /// Stops serving a function (it was deleted or disabled): calls running finish, calls
+    /// waiting are refused, no new instance starts.
+    async fn remove(&self, namespace: &str, name: &str) -> Result<()>;
+    /// Releases what this server process owns and waits for it (local: its instances;
+    /// a Kubernetes backend leaves the workloads, which outlive the process).
     async fn shutdown(&self);
 }

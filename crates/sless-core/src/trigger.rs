@@ -1,4 +1,4 @@
-//! Triggers (DESIGN §3, §7): what calls a function — `http` (a public URL under
+//! Triggers (docs/api.md; docs/architecture.md, "Triggers and jobs"): what calls a function — `http` (a public URL under
 //! `/fn/{ns}/{name}`) or `cron` (a schedule).
 
 use chrono::{DateTime, Utc};

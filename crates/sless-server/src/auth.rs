@@ -1,4 +1,4 @@
-//! Bearer-token auth for `/v1` (DESIGN §9).
+//! Bearer-token auth for `/v1` (docs/architecture.md, "Security").
 
 use axum::extract::{Request, State};
 use axum::http::header;

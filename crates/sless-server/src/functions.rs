@@ -1,4 +1,4 @@
-//! Functions, versions and code upload (DESIGN §3, §4).
+//! Functions, versions and code upload (docs/api.md; docs/architecture.md, "Archives and builds").
 
 use std::borrow::Borrow;
 
@@ -145,10 +145,10 @@ async fn apply_spec(
     let updated = state.registry.replace_spec(ns, name, &spec, expected).await?;
     let reload = before.spec.runtime != spec.runtime || before.spec.entrypoint != spec.entrypoint;
     if let (true, Some(active)) = (reload, updated.active_version) {
-        state.executor.rollout(ns, name, active).await?;
+        state.rollouts.start(ns, name, active);
     }
     if !spec.enabled {
-        state.executor.remove(ns, name).await;
+        state.executor.remove(ns, name).await?;
     }
     Ok(function_response(state, StatusCode::OK, &updated))
 }
@@ -157,7 +157,7 @@ pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath
     let (ns, name) = p.validated()?;
     let f = state.registry.get_function(ns, name).await?;
     state.registry.delete_function(ns, name).await?;
-    state.executor.remove(ns, name).await;
+    state.executor.remove(ns, name).await?;
     Ok(function_response(&state, StatusCode::ACCEPTED, &f))
 }
 
@@ -216,10 +216,10 @@ pub(crate) async fn upload(
             if !created {
                 state.registry.set_version_build(ns, name, version.version, VersionPhase::Building, "", "").await?;
             }
-            state.executor.rollout(ns, name, version.version).await?;
+            state.rollouts.start(ns, name, version.version);
         }
         UploadAction::Activate if f.active_version != Some(version.version) => {
-            state.executor.rollout(ns, name, version.version).await?;
+            state.rollouts.start(ns, name, version.version);
         }
         UploadAction::Activate | UploadAction::AlreadyBuilding => {}
     }
@@ -263,7 +263,7 @@ pub(crate) async fn rollback(
         return Err(AppError::field("version", format!("version {version} is {}, not Ready", v.phase.as_str())));
     }
     if f.active_version != Some(version) {
-        state.executor.rollout(ns, name, version).await?;
+        state.rollouts.start(ns, name, version);
     }
     Ok((StatusCode::ACCEPTED, Json(json!({ "version": version, "sha256": v.sha256 }))).into_response())
 }

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use chrono::Utc;
 use serde::Deserialize;
-use sless_store::gc::{GcPolicy, GcReport, collect};
+use sless_control::gc::{GcPolicy, GcReport, collect};
 
 use crate::{ApiResult, AppError, AppState};
 

@@ -1,4 +1,4 @@
-//! Invocation records and function output (DESIGN §3, §11).
+//! Invocation records and function output (docs/api.md; docs/architecture.md, "Observability").
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -141,10 +141,10 @@ pub(crate) async fn logs(
 }
 
 fn sse_stream(
-    recent: Vec<sless_runtime::LogLine>,
-    rx: broadcast::Receiver<sless_runtime::LogLine>,
+    recent: Vec<sless_control::LogLine>,
+    rx: broadcast::Receiver<sless_control::LogLine>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    let event = |line: &sless_runtime::LogLine| Event::default().data(serde_json::to_string(line).unwrap_or_default());
+    let event = |line: &sless_control::LogLine| Event::default().data(serde_json::to_string(line).unwrap_or_default());
     let head = stream::iter(recent.iter().map(event).collect::<Vec<_>>());
     let live = stream::unfold(rx, move |mut rx| async move {
         let next = match rx.recv().await {

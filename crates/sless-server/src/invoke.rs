@@ -1,4 +1,4 @@
-//! The invoke gateway (DESIGN §5): the invoke API and the public `/fn/` route. An HTTP
+//! The invoke gateway (docs/writing-functions.md): the invoke API and the public `/fn/` route. An HTTP
 //! request becomes an API Gateway 1.0 event; the function's result becomes the response.
 
 use std::net::SocketAddr;
@@ -8,11 +8,11 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
+use sless_control::{CallSource, Rejection};
 use sless_core::event::{HttpRequest, http_event};
 use sless_core::invocation::Source;
 use sless_core::names::validate_name;
 use sless_core::trigger::HttpAuth;
-use sless_runtime::{CallSource, Rejection};
 
 use crate::body::read_limited;
 use crate::{ApiResult, AppError, AppState, auth};
@@ -35,7 +35,7 @@ pub(crate) async fn invoke(
 }
 
 /// `ANY /fn/{ns}/{name}[/{path}]`: public unless the function's http trigger says
-/// `auth: token`; 404 without an enabled http trigger (DESIGN §9).
+/// `auth: token`; 404 without an enabled http trigger (docs/architecture.md, "Security").
 pub(crate) async fn public(
     state: State<AppState>,
     peer: ConnectInfo<SocketAddr>,
@@ -72,7 +72,7 @@ async fn call(
     validate_name("name", &p.name)?;
     let target = match state.dispatcher.target(&p.ns, &p.name).await {
         Ok(t) => t,
-        Err(sless_runtime::Error::NotReady(why)) => {
+        Err(sless_control::Error::NotReady(why)) => {
             state.dispatcher.rejected(&p.ns, &p.name, &from, Rejection::not_ready(why.clone()));
             return Err(AppError::NotReady(why));
         }

@@ -1,4 +1,4 @@
-//! Jobs (DESIGN §3, §7): `/v1/namespaces/{ns}/jobs`.
+//! Jobs (docs/api.md; docs/architecture.md, "Triggers and jobs"): `/v1/namespaces/{ns}/jobs`.
 
 use axum::Json;
 use axum::body::Body;

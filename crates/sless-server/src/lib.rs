@@ -1,4 +1,4 @@
-//! The sless HTTP API (DESIGN §3): functions, code upload, versions, the invoke gateway and
+//! The sless HTTP API (docs/api.md): functions, code upload, versions, the invoke gateway and
 //! health, with bearer-token auth and RFC 9457 problem+json errors. It knows nothing about
 //! processes or pods: it talks to the [`Registry`], [`BlobStore`] and [`Executor`] traits.
 
@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{any, get, put};
+use sless_control::{Dispatcher, LogHub, Metrics, Rollouts};
 use sless_core::archive::ArchiveLimits;
 use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry};
-use sless_runtime::{Dispatcher, LogHub, Metrics};
 use tokio::net::TcpListener;
 
 pub use auth::AdminToken;
@@ -29,7 +29,7 @@ pub use error::{ApiResult, AppError};
 /// Limits the API enforces on requests.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Code archive limits (DESIGN §4).
+    /// Code archive limits (docs/architecture.md, "Archives and builds").
     pub archive: ArchiveLimits,
     /// Largest invoke request body, in bytes (default 6 MiB, as Lambda).
     pub max_request_bytes: usize,
@@ -54,8 +54,10 @@ pub struct AppState {
     pub registry: Arc<dyn Registry>,
     /// Code archives.
     pub blobs: Arc<dyn BlobStore>,
-    /// Builds and runs functions.
+    /// Runs functions (stops a deleted or disabled function's instances).
     pub executor: Arc<dyn Executor>,
+    /// Starts builds and the rollouts that follow them.
+    pub rollouts: Rollouts,
     /// Every call goes through it (it records and counts them).
     pub dispatcher: Arc<Dispatcher>,
     /// Invocation records.
@@ -71,7 +73,7 @@ pub struct AppState {
     /// The server's base URL, e.g. `http://127.0.0.1:8080`, used in the `url` field.
     pub base_url: String,
     /// What the collector keeps when `POST /v1/gc` names nothing else.
-    pub gc: sless_store::GcPolicy,
+    pub gc: sless_control::GcPolicy,
 }
 
 /// The API's router.

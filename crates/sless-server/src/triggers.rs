@@ -1,4 +1,4 @@
-//! Triggers (DESIGN §3, §7): `/v1/namespaces/{ns}/triggers`.
+//! Triggers (docs/api.md; docs/architecture.md, "Triggers and jobs"): `/v1/namespaces/{ns}/triggers`.
 
 use axum::Json;
 use axum::body::Body;

@@ -1,4 +1,4 @@
-//! `sless invocations`, `sless invocation get` and `sless logs` (DESIGN §3, §11).
+//! `sless invocations`, `sless invocation get` and `sless logs` (docs/api.md; docs/architecture.md, "Observability").
 
 use std::io::Write;
 

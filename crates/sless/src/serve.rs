@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
+use sless_control::gc::{GcPolicy, collect};
+use sless_control::{Dispatcher, LastKnown, LogHub, Metrics, Recorder, RecorderConfig, Rollouts};
 use sless_core::archive::ArchiveLimits;
 use sless_core::invocation::Retention;
 use sless_core::traits::InvocationLog;
 use sless_core::traits::{BlobStore, Executor, Registry};
-use sless_runtime::{Dispatcher, Interpreters, LocalConfig, LocalExecutor, LogHub, Metrics, Recorder, RecorderConfig};
+use sless_local::{Interpreters, LocalConfig, LocalExecutor};
 use sless_server::{AdminToken, AppState, Limits};
-use sless_store::gc::{GcPolicy, collect};
-use sless_store::{LastKnown, ObjectBlobStore, SqlRegistry};
+use sless_store::{ObjectBlobStore, SqlRegistry};
 use tokio::net::TcpListener;
 
 use crate::cli::{ServerArgs, UpArgs};
@@ -29,6 +30,7 @@ struct Platform {
     token: String,
     data_dir: PathBuf,
     executor: LocalExecutor,
+    rollouts: Rollouts,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     controllers: tokio::task::JoinHandle<()>,
     collector: tokio::task::JoinHandle<()>,
@@ -245,11 +247,12 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
             archive_limits: archive,
         },
         registry.clone(),
-        blobs.clone(),
         metrics.clone(),
         logs.clone(),
     )?;
-    executor.resume().await?;
+    let executor_dyn: Arc<dyn Executor> = Arc::new(executor.clone());
+    let rollouts = Rollouts::new(registry.clone(), blobs.clone(), executor_dyn.clone(), metrics.clone());
+    rollouts.resume().await?;
     let retention = Retention {
         max_age_sec: args.invocations_max_age_hours * 3600,
         max_per_function: args.invocations_per_function,
@@ -259,7 +262,6 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         metrics.clone(),
         RecorderConfig { retention, keep: !args.no_record, ..RecorderConfig::default() },
     );
-    let executor_dyn: Arc<dyn Executor> = Arc::new(executor.clone());
     // Calls keep reaching the versions already known while the database is unreachable.
     let dispatcher = Arc::new(Dispatcher::new(
         Arc::new(LastKnown::new(registry.clone())),
@@ -277,6 +279,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         registry: registry.clone(),
         blobs: blobs.clone(),
         executor: executor_dyn.clone(),
+        rollouts: rollouts.clone(),
         dispatcher: dispatcher.clone(),
         invocations,
         logs,
@@ -302,7 +305,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         stop.subscribe(),
     );
     let server = tokio::spawn(sless_server::serve(listener, state, shutdown));
-    let controllers = sless_runtime::spawn_controllers(
+    let controllers = sless_control::spawn_controllers(
         registry,
         executor_dyn,
         dispatcher,
@@ -324,6 +327,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         token,
         data_dir,
         executor,
+        rollouts,
         server,
         controllers,
         collector,
@@ -370,6 +374,8 @@ impl Platform {
         }
         let _ = self.controllers.await;
         let _ = self.collector.await;
+        // Builds still running start again at the next start (their versions are `Building`).
+        self.rollouts.shutdown();
         self.executor.shutdown().await;
         // The last holders of the recorder are gone: it writes what is queued and ends.
         if tokio::time::timeout(Duration::from_secs(10), self.recorder).await.is_err() {

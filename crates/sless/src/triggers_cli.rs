@@ -1,4 +1,4 @@
-//! `sless trigger …` and `sless job …`: the triggers and jobs APIs (DESIGN §3, §7).
+//! `sless trigger …` and `sless job …`: the triggers and jobs APIs (docs/api.md; docs/architecture.md, "Triggers and jobs").
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Bad input gets a clear error and loses nothing (DESIGN §3, §4): auth, names, specs,
+//! Bad input gets a clear error and loses nothing (docs/api.md; docs/architecture.md, "Archives and builds"): auth, names, specs,
 //! PUT/PATCH with `If-Match`, code archives, invoke, pagination and delete, all against the
 //! real `sless server` binary.
 

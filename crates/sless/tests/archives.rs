@@ -1,4 +1,4 @@
-//! Archive corner cases (DESIGN §4, issue 4 §2) against the real `sless server` binary:
+//! Archive corner cases (docs/architecture.md, "Archives and builds") against the real `sless server` binary:
 //! archives made by other tools deploy and run (backslash separators, no folder entries,
 //! `__MACOSX/` litter, links inside the root, restrictive file modes), and archives that are
 //! too large are refused early, with nothing stored. Rejections covered by `api_errors.rs`

@@ -1,4 +1,4 @@
-//! The runtime conformance suite (DESIGN §5, issue 4): every folder under `tests/conformance/`
+//! The runtime conformance suite (docs/writing-functions.md): every folder under `tests/conformance/`
 //! at the repository root is a case: a function written once for Python 3.11 (`python/`) and
 //! once for Node.js 20 (`node/`), the request to send and the response to expect, in
 //! `case.toml`. One server runs every case on every runtime it names, through the real HTTP

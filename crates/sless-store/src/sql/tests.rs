@@ -1,8 +1,6 @@
 //! The store suite: every test body runs on SQLite and on PostgreSQL (a database of its own
 //! per test, see `crate::testing`).
 
-use std::sync::Arc;
-
 use serde_json::json;
 use sless_core::invocation::{Outcome, Source};
 use sless_core::job::JobPhase;
@@ -10,7 +8,6 @@ use sless_core::trigger::TriggerPhase;
 
 use super::rows::parse_time;
 use super::*;
-use crate::LastKnown;
 use crate::testing::{TestDatabase, function_record as record};
 
 /// A registry under test with what keeps its database alive.
@@ -72,7 +69,6 @@ on_both!(
     invocations_filters,
     invocation_get_round_trips,
     invocations_prune_by_age_and_count,
-    last_known_answers_while_the_database_is_unreachable,
 );
 
 fn now() -> DateTime<Utc> {
@@ -505,21 +501,6 @@ async fn delete_version_spares_the_active_one(reg: &SqlRegistry) {
     // Numbers go on after the newest.
     let (v, _) = reg.add_version("default", "f", "dd", 1, Runtime::Python311).await.expect("add");
     assert_eq!(v.version, 4);
-}
-
-async fn last_known_answers_while_the_database_is_unreachable(reg: &SqlRegistry) {
-    let cached = LastKnown::new(Arc::new(reg.clone()));
-    reg.create_function(&record("f")).await.expect("create");
-    reg.add_version("default", "f", "aa", 1, Runtime::Python311).await.expect("add");
-    let f = cached.get_function("default", "f").await.expect("get");
-    let v = cached.get_version("default", "f", 1).await.expect("get version");
-    assert!(matches!(cached.get_function("default", "nope").await, Err(Error::NotFound { .. })));
-    reg.close().await;
-    assert!(matches!(reg.get_function("default", "f").await, Err(Error::Storage(_))));
-    assert_eq!(cached.get_function("default", "f").await.expect("last known"), f);
-    assert_eq!(cached.get_version("default", "f", 1).await.expect("last known"), v);
-    assert!(matches!(cached.get_function("default", "other").await, Err(Error::Storage(_))));
-    assert!(matches!(cached.list_functions("default", &page(10, None)).await, Err(Error::Storage(_))));
 }
 
 /// Two servers starting at once on a new database: the migrator's advisory lock lets one

@@ -6,20 +6,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use sless_core::archive::{ArchiveLimits, blob_key};
-use sless_core::decide;
-use sless_core::status::VersionPhase;
-use sless_core::traits::{BlobStore, Executor, Invocation, InvokeOutcome, InvokeResult, InvokeTarget, Registry};
+use sless_core::archive::ArchiveLimits;
+use sless_core::traits::{BuildOutcome, Executor, Invocation, InvokeOutcome, InvokeResult, InvokeTarget, Registry};
 use tokio::sync::Semaphore;
-use tracing::Instrument;
 
-use crate::builder::{BuildOutput, Builder, build_dir, launch_spec};
+use crate::builder::{Builder, build_dir, launch_spec};
 use crate::cgroup::Memory;
 use crate::instance::{GenericSpec, Instance, LaunchSpec, node_heap_mb};
-use crate::logs::LogHub;
-use crate::metrics::{BuildLabels, InstanceLabels, Metrics};
 use crate::shims::{Interpreters, Shims, install};
 use crate::{Error, Result};
+use sless_control::metrics::InstanceLabels;
+use sless_control::{LogHub, Metrics};
 
 /// Settings of the local executor.
 #[derive(Debug, Clone)]
@@ -51,7 +48,8 @@ pub struct LocalConfig {
 
 type Key = (String, String);
 
-/// Runs functions as child processes on this machine (DESIGN §6).
+/// Runs functions as child processes on this machine (docs/architecture.md, "The local
+/// backend").
 #[derive(Clone)]
 pub struct LocalExecutor {
     inner: Arc<Inner>,
@@ -75,11 +73,9 @@ struct Inner {
     /// the server-wide cap look again.
     room: tokio::sync::Notify,
     registry: Arc<dyn Registry>,
-    blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
     logs: Arc<LogHub>,
     pools: Mutex<HashMap<Key, Arc<Pool>>>,
-    rollout_locks: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -123,7 +119,6 @@ impl LocalExecutor {
     pub fn new(
         config: LocalConfig,
         registry: Arc<dyn Registry>,
-        blobs: Arc<dyn BlobStore>,
         metrics: Arc<Metrics>,
         logs: Arc<LogHub>,
     ) -> Result<Self> {
@@ -149,11 +144,9 @@ impl LocalExecutor {
                 refilling: tokio::sync::Mutex::new(()),
                 room: tokio::sync::Notify::new(),
                 registry,
-                blobs,
                 metrics,
                 logs,
                 pools: Mutex::new(HashMap::new()),
-                rollout_locks: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(Vec::new()),
             }),
         };
@@ -194,89 +187,9 @@ impl LocalExecutor {
         executor.inner.refill_warm_later(Duration::ZERO);
         Ok(executor)
     }
-
-    /// Restarts the builds a previous run left unfinished (versions still `Building`), and
-    /// builds the active version of functions whose build is not on this machine (a new
-    /// server on a shared database and archive store).
-    pub async fn resume(&self) -> Result<()> {
-        for f in self.inner.registry.all_functions().await? {
-            for v in self.inner.registry.list_versions(&f.namespace, &f.name).await? {
-                let active = f.active_version == Some(v.version);
-                let built_here =
-                    build_dir(&self.inner.builds, f.spec.runtime, &v.sha256).join(crate::builder::DONE_MARKER).exists();
-                if v.phase == VersionPhase::Building || (active && !built_here) {
-                    tracing::info!(namespace = %f.namespace, function = %f.name, version = v.version, "building (resumed or not built on this machine)");
-                    self.spawn_rollout(f.namespace.clone(), f.name.clone(), v.version);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn spawn_rollout(&self, namespace: String, name: String, version: u32) {
-        let inner = self.inner.clone();
-        let span = tracing::info_span!("rollout", %namespace, function = %name, version);
-        let handle = tokio::spawn(
-            async move {
-                if let Err(e) = inner.rollout(&namespace, &name, version).await {
-                    tracing::error!(error = %e, "rollout failed");
-                }
-            }
-            .instrument(span),
-        );
-        let mut tasks = lock(&self.inner.tasks);
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(handle);
-    }
 }
 
 impl Inner {
-    async fn rollout(&self, ns: &str, name: &str, version: u32) -> Result<()> {
-        let guard = {
-            let mut locks = lock(&self.rollout_locks);
-            locks.entry((ns.to_string(), name.to_string())).or_default().clone()
-        };
-        let _serialised = guard.lock().await;
-        let f = self.registry.get_function(ns, name).await?;
-        let v = self.registry.get_version(ns, name, version).await?;
-        let status = decide::status_building(&f.status, f.active_version, version, Utc::now());
-        self.registry.update_status(ns, name, &status, f.active_version).await?;
-        let target = InvokeTarget {
-            namespace: ns.into(),
-            name: name.into(),
-            spec: f.spec.clone(),
-            version,
-            sha256: v.sha256.clone(),
-        };
-        let started = std::time::Instant::now();
-        let out = match self.blobs.get(&blob_key(&v.sha256)).await {
-            Ok(archive) => self.builder().build(&target, archive).await?,
-            Err(e) => BuildOutput {
-                ok: false,
-                log: format!("error: cannot read the archive: {e}\n"),
-                message: format!("cannot read the archive: {e}"),
-            },
-        };
-        tracing::info!(ok = out.ok, elapsed_ms = started.elapsed().as_millis() as u64, "build finished");
-        let outcome = if out.ok { "succeeded" } else { "failed" };
-        self.metrics.builds.get_or_create(&BuildLabels { outcome: outcome.into() }).inc();
-        self.metrics.build_duration.observe(started.elapsed().as_secs_f64());
-        // The function's status first, the version's second: whoever sees the version
-        // finished also sees the function's status that follows from it.
-        match self.registry.get_function(ns, name).await {
-            Ok(f) => {
-                let (status, active) =
-                    decide::status_after_build(&f.status, f.active_version, version, out.ok, &out.message, Utc::now());
-                self.registry.update_status(ns, name, &status, active).await?;
-            }
-            Err(sless_core::Error::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        }
-        let phase = if out.ok { VersionPhase::Ready } else { VersionPhase::Failed };
-        self.registry.set_version_build(ns, name, version, phase, &out.message, &out.log).await?;
-        Ok(())
-    }
-
     fn builder(&self) -> Builder<'_> {
         Builder {
             builds: &self.builds,
@@ -569,9 +482,13 @@ impl Inner {
 
 #[async_trait::async_trait]
 impl Executor for LocalExecutor {
-    async fn rollout(&self, namespace: &str, name: &str, version: u32) -> sless_core::Result<()> {
-        self.spawn_rollout(namespace.to_string(), name.to_string(), version);
-        Ok(())
+    async fn build(&self, target: &InvokeTarget, archive: bytes::Bytes) -> sless_core::Result<BuildOutcome> {
+        Ok(self.inner.builder().build(target, archive).await?)
+    }
+
+    async fn is_built(&self, target: &InvokeTarget) -> sless_core::Result<bool> {
+        let dir = build_dir(&self.inner.builds, target.spec.runtime, &target.sha256);
+        Ok(dir.join(crate::builder::DONE_MARKER).exists())
     }
 
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> sless_core::Result<InvokeOutcome> {
@@ -715,7 +632,7 @@ impl Executor for LocalExecutor {
         Ok(())
     }
 
-    async fn remove(&self, namespace: &str, name: &str) {
+    async fn remove(&self, namespace: &str, name: &str) -> sless_core::Result<()> {
         let pool = lock(&self.inner.pools).remove(&(namespace.to_string(), name.to_string()));
         if let Some(pool) = pool {
             // Calls running finish (their instance stops after its last call, as in a
@@ -728,6 +645,7 @@ impl Executor for LocalExecutor {
             }
             self.inner.stop_idle(&pool, pool.take_idle()).await;
         }
+        Ok(())
     }
 
     async fn shutdown(&self) {

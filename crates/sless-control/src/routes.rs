@@ -93,7 +93,7 @@ impl RouteCache {
         Ok(Ok(InvokeTarget { namespace: f.namespace, name: f.name, spec: f.spec, version, sha256: v.sha256 }))
     }
 
-    /// The function's enabled http trigger (DESIGN §9: at most one; the first by name if a
+    /// The function's enabled http trigger (docs/architecture.md, "Security": at most one; the first by name if a
     /// race left two), `None` without one.
     pub async fn http_trigger(&self, namespace: &str, function: &str) -> Result<Option<TriggerRecord>> {
         let generation = self.registry.generation();

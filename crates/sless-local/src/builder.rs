@@ -1,4 +1,4 @@
-//! The local build (DESIGN §4): unpack the archive into a folder per runtime and SHA-256,
+//! The local build (docs/architecture.md, "Archives and builds"): unpack the archive into a folder per runtime and SHA-256,
 //! install dependencies (`pip install --target` for `requirements.txt`, `npm ci` /
 //! `npm install --omit=dev` for `package.json`), then load the entrypoint once. Everything is
 //! bounded by the build time limit and its output is the build log.
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sless_core::archive::{ArchiveLimits, unpack};
 use sless_core::runtime::Runtime;
-use sless_core::traits::InvokeTarget;
+use sless_core::traits::{BuildOutcome, InvokeTarget};
 use tokio::process::Command;
 
 use crate::instance::LaunchSpec;
@@ -18,17 +18,6 @@ use crate::{Error, Result};
 
 /// Marker file written last into a finished build folder.
 pub(crate) const DONE_MARKER: &str = ".sless-built";
-
-/// The result of a build.
-#[derive(Debug, Clone)]
-pub struct BuildOutput {
-    /// Whether the version can run.
-    pub ok: bool,
-    /// The full build log.
-    pub log: String,
-    /// The last lines of the log (or the import error) for the function's status.
-    pub message: String,
-}
 
 /// Where a version's build lives: `<builds>/<runtime>/<sha256>/{code,deps}`.
 pub(crate) fn build_dir(builds: &Path, runtime: Runtime, sha256: &str) -> PathBuf {
@@ -47,7 +36,7 @@ pub(crate) struct Builder<'a> {
 impl Builder<'_> {
     /// Builds `archive` for `target` (whose `sha256` names the archive). Reuses a finished
     /// build of the same bytes; always ends by loading the entrypoint.
-    pub(crate) async fn build(&self, target: &InvokeTarget, archive: bytes::Bytes) -> Result<BuildOutput> {
+    pub(crate) async fn build(&self, target: &InvokeTarget, archive: bytes::Bytes) -> Result<BuildOutcome> {
         let started = Instant::now();
         let runtime = target.spec.runtime;
         let dir = build_dir(self.builds, runtime, &target.sha256);
@@ -71,10 +60,10 @@ impl Builder<'_> {
         log.push_str(&check.output);
         if let Some(error) = check.error {
             log.push_str(&format!("error: {error}\n"));
-            return Ok(BuildOutput { ok: false, log, message: error });
+            return Ok(BuildOutcome { ok: false, log, message: error });
         }
         log.push_str(&format!("built in {} ms\n", started.elapsed().as_millis()));
-        Ok(BuildOutput { ok: true, log, message: String::new() })
+        Ok(BuildOutcome { ok: true, log, message: String::new() })
     }
 
     async fn fresh_build(
@@ -188,9 +177,9 @@ impl Builder<'_> {
     }
 }
 
-fn failed(log: String) -> BuildOutput {
+fn failed(log: String) -> BuildOutcome {
     let message = tail(&log, 8, 1500);
-    BuildOutput { ok: false, log, message }
+    BuildOutcome { ok: false, log, message }
 }
 
 /// The last `lines` lines of `text`, at most `max_bytes` bytes.

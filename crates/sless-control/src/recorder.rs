@@ -1,4 +1,4 @@
-//! Writes invocation records off the request path, in batches (DESIGN §11). A full queue or a
+//! Writes invocation records off the request path, in batches (docs/architecture.md, "Observability"). A full queue or a
 //! failing database drops records — never the call — and counts them in
 //! `sless_invocation_records_dropped_total`.
 

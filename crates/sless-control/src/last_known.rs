@@ -225,3 +225,31 @@ impl Registry for LastKnown {
         self.inner.delete_job(namespace, name).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sless_core::runtime::Runtime;
+    use sless_store::SqlRegistry;
+    use sless_store::testing::function_record as record;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn answers_while_the_database_is_unreachable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let reg = SqlRegistry::open_sqlite(&dir.path().join("sless.db")).await.expect("open");
+        let page = |limit, after| Page { limit, after };
+        let cached = LastKnown::new(Arc::new(reg.clone()));
+        reg.create_function(&record("f")).await.expect("create");
+        reg.add_version("default", "f", "aa", 1, Runtime::Python311).await.expect("add");
+        let f = cached.get_function("default", "f").await.expect("get");
+        let v = cached.get_version("default", "f", 1).await.expect("get version");
+        assert!(matches!(cached.get_function("default", "nope").await, Err(Error::NotFound { .. })));
+        reg.close().await;
+        assert!(matches!(reg.get_function("default", "f").await, Err(Error::Storage(_))));
+        assert_eq!(cached.get_function("default", "f").await.expect("last known"), f);
+        assert_eq!(cached.get_version("default", "f", 1).await.expect("last known"), v);
+        assert!(matches!(cached.get_function("default", "other").await, Err(Error::Storage(_))));
+        assert!(matches!(cached.list_functions("default", &page(10, None)).await, Err(Error::Storage(_))));
+    }
+}

@@ -1,4 +1,4 @@
-//! Prometheus metrics (DESIGN §11), exposed in the text format at `/metrics`.
+//! Prometheus metrics (docs/architecture.md, "Observability"), exposed in the text format at `/metrics`.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

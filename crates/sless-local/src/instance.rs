@@ -24,9 +24,9 @@ use tokio::process::Command;
 use tokio::sync::{Mutex as AsyncMutex, oneshot, watch};
 
 use crate::cgroup::{InstanceGroup, Memory};
-use crate::logs::{LogHub, LogLine};
 use crate::protocol::{read_frame, write_frame};
 use crate::{Error, Result};
+use sless_control::{LogHub, LogLine};
 
 /// Most log lines kept per call; more are cut with a marker.
 const MAX_LOG_LINES: usize = 10_000;
@@ -48,7 +48,7 @@ pub(crate) struct LaunchSpec {
 }
 
 impl LaunchSpec {
-    /// The process's whole environment (DESIGN §9: a clean environment; the function's own
+    /// The process's whole environment (docs/architecture.md, "Security": a clean environment; the function's own
     /// `env`, what the runtime needs, and sless's documented variables — nothing of the
     /// server's).
     pub(crate) fn env(&self, tmp_dir: &Path) -> Vec<(String, String)> {

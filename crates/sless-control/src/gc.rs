@@ -144,8 +144,8 @@ mod tests {
     use sless_core::status::FunctionStatus;
 
     use super::*;
-    use crate::testing::{TestDatabase, function_record};
-    use crate::{ObjectBlobStore, SqlRegistry};
+    use sless_store::testing::{S3Server, TestDatabase, function_record};
+    use sless_store::{ObjectBlobStore, SqlRegistry};
 
     fn version(n: u32, phase: VersionPhase) -> VersionRecord {
         VersionRecord {
@@ -247,8 +247,11 @@ mod tests {
     async fn collects_on_postgres_and_s3() {
         let db = TestDatabase::create().await;
         let reg = SqlRegistry::open_postgres(&db.url).await.expect("open");
-        let blobs = crate::blob::tests::s3();
-        collects_old_versions_and_unreferenced_archives(&reg, &blobs.store).await;
+        let s3 = S3Server::start();
+        let config = s3.config();
+        let config: Vec<(&str, &str)> = config.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let blobs = ObjectBlobStore::s3(&s3.url("sless/blobs"), &config).expect("s3");
+        collects_old_versions_and_unreferenced_archives(&reg, &blobs).await;
         reg.close().await;
     }
 }

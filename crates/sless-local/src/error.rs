@@ -1,4 +1,4 @@
-//! The error type of `sless-runtime`.
+//! The error type of `sless-local`.
 
 /// Errors of the local executor.
 #[derive(Debug, thiserror::Error)]

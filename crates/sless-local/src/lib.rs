@@ -1,0 +1,17 @@
+//! The local backend of sless: builds versions into folders and runs them as supervised
+//! runtime processes on this machine (one Unix socket pair per instance, see
+//! `runtimes/PROTOCOL.md`), with instance pools, a warm pool of generic processes, memory
+//! cgroups and the embedded runtime shims. It implements `sless_core::traits::Executor`;
+//! the control plane (`sless-control`) drives it (docs/architecture.md, "The local backend").
+
+mod builder;
+mod cgroup;
+mod error;
+mod executor;
+mod instance;
+mod protocol;
+mod shims;
+
+pub use error::{Error, Result};
+pub use executor::{LocalConfig, LocalExecutor};
+pub use shims::Interpreters;
