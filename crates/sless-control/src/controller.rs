@@ -1,7 +1,7 @@
-//! The trigger and job controllers of the local backend (docs/architecture.md, "Triggers and jobs"). One loop reconciles
-//! every trigger and job whenever the registry reports a change (so a trigger created before
-//! its function is ready starts as soon as the function is), at each cron tick, and on a
-//! periodic resync (the safety net for lost notifications). The decisions are the pure
+//! The trigger and job controllers (docs/architecture.md, "Triggers and jobs"), the same for
+//! every backend. One loop reconciles every trigger and job whenever the registry reports a
+//! change (so a trigger created before its function is ready starts as soon as the function
+//! is), at each cron tick, and on a periodic resync (the safety net for lost notifications). The decisions are the pure
 //! functions of `sless_core::decide` and `sless_core::schedule`.
 
 use std::collections::HashMap;

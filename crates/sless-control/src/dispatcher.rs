@@ -8,7 +8,7 @@ use std::time::Instant;
 use chrono::Utc;
 use serde_json::value::RawValue;
 use sless_core::event::{Answer, answer};
-use sless_core::invocation::{InvocationRecord, Outcome, Source};
+use sless_core::invocation::{ColdStart, InvocationRecord, Outcome, Source};
 use sless_core::traits::{Executor, Invocation, InvokeTarget, Registry};
 use sless_core::trigger::TriggerRecord;
 
@@ -115,7 +115,7 @@ impl Dispatcher {
         let answer = answer(&outcome.result, target.spec.timeout_sec, self.max_response_bytes);
         let labels = Metrics::function(&target.namespace, &target.name);
         self.metrics.invocation_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
-        if outcome.cold_start {
+        if outcome.cold_start.is_some() {
             self.metrics.cold_starts.get_or_create(&labels).inc();
         }
         for line in &outcome.logs {
@@ -126,7 +126,7 @@ impl Dispatcher {
         tracing::debug!(
             namespace = %target.namespace, function = %target.name, version = target.version, request_id = %request_id,
             source = from.source.as_str(), status = answer.response.status, outcome = answer.outcome.as_str(),
-            duration_ms = elapsed.as_secs_f64() * 1000.0, cold_start = outcome.cold_start, "invocation"
+            duration_ms = elapsed.as_secs_f64() * 1000.0, cold_start = outcome.cold_start.map(ColdStart::as_str), "invocation"
         );
         let (error_type, error_message) = match &answer.error {
             Some((t, m)) => (Some(t.clone()), Some(m.clone())),
@@ -147,8 +147,8 @@ impl Dispatcher {
             error_message,
             request_bytes,
             response_bytes: answer.response.body.len() as u64,
-            cold_start: outcome.cold_start,
-            cold_start_kind: outcome.cold_start_kind.map(str::to_string),
+            cold_start: outcome.cold_start.is_some(),
+            cold_start_kind: outcome.cold_start,
             logs: outcome.logs,
         });
         Ok(answer)

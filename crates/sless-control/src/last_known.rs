@@ -7,7 +7,7 @@ use sless_core::job::{JobRecord, JobSpec, JobStatus};
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
-use sless_core::traits::{Change, FunctionRecord, Page, Registry, VersionRecord};
+use sless_core::traits::{Change, FunctionRecord, Listed, Page, Registry, VersionRecord};
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 use sless_core::{Error, Result};
 use tokio::sync::broadcast;
@@ -85,7 +85,7 @@ impl Registry for LastKnown {
         remembered(&self.functions, (namespace.to_string(), name.to_string()), read)
     }
 
-    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Vec<FunctionRecord>> {
+    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Listed<FunctionRecord>> {
         self.inner.list_functions(namespace, page).await
     }
 
@@ -165,7 +165,7 @@ impl Registry for LastKnown {
         self.inner.get_trigger(namespace, name).await
     }
 
-    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Vec<TriggerRecord>> {
+    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Listed<TriggerRecord>> {
         self.inner.list_triggers(namespace, page).await
     }
 
@@ -199,7 +199,7 @@ impl Registry for LastKnown {
         self.inner.get_job(namespace, name).await
     }
 
-    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Vec<JobRecord>> {
+    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Listed<JobRecord>> {
         self.inner.list_jobs(namespace, page).await
     }
 
@@ -238,7 +238,7 @@ mod tests {
     async fn answers_while_the_database_is_unreachable() {
         let dir = tempfile::tempdir().expect("tempdir");
         let reg = SqlRegistry::open_sqlite(&dir.path().join("sless.db")).await.expect("open");
-        let page = |limit, after| Page { limit, after };
+        let page = |limit, continue_token| Page { limit, continue_token };
         let cached = LastKnown::new(Arc::new(reg.clone()));
         reg.create_function(&record("f")).await.expect("create");
         reg.add_version("default", "f", "aa", 1, Runtime::Python311).await.expect("add");

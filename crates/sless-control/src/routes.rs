@@ -118,16 +118,18 @@ impl RouteCache {
     /// Every enabled http trigger of a namespace, by function.
     async fn load_http(&self, namespace: &str) -> Result<HashMap<String, TriggerRecord>> {
         let mut index = HashMap::new();
-        let mut page = Page { limit: 1000, after: None };
+        let mut page = Page::first(1000);
         loop {
             let batch = self.registry.list_triggers(namespace, &page).await?;
-            let Some(last) = batch.last().map(|t| t.name.clone()) else { return Ok(index) };
-            for t in batch {
+            for t in batch.items {
                 if t.spec.kind == TriggerType::Http && t.spec.enabled {
                     index.entry(t.spec.function.clone()).or_insert(t);
                 }
             }
-            page.after = Some(last);
+            match batch.next {
+                Some(next) => page.continue_token = Some(next),
+                None => return Ok(index),
+            }
         }
     }
 }

@@ -75,6 +75,35 @@ impl Outcome {
     }
 }
 
+/// How a cold start began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColdStart {
+    /// A new runtime process (interpreter start plus the function's import).
+    Process,
+    /// A generic warm-pool process that loaded the function for this call.
+    Pool,
+}
+
+impl ColdStart {
+    /// The name stored and shown: `process` or `pool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColdStart::Process => "process",
+            ColdStart::Pool => "pool",
+        }
+    }
+
+    /// The kind named `s` (as [`ColdStart::as_str`] writes it).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "process" => Some(ColdStart::Process),
+            "pool" => Some(ColdStart::Pool),
+            _ => None,
+        }
+    }
+}
+
 /// One recorded call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InvocationRecord {
@@ -111,7 +140,7 @@ pub struct InvocationRecord {
     /// For a cold start, how the instance began: `process` (a new interpreter) or `pool` (a
     /// warm-pool process that loaded the function for this call).
     #[serde(default)]
-    pub cold_start_kind: Option<String>,
+    pub cold_start_kind: Option<ColdStart>,
     /// The lines the call printed (capped; the last line says so when cut).
     pub logs: Vec<String>,
 }

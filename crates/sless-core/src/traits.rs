@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::Result;
-use crate::invocation::{InvocationQuery, InvocationRecord, Retention};
+use crate::invocation::{ColdStart, InvocationQuery, InvocationRecord, Retention};
 use crate::job::{JobRecord, JobSpec, JobStatus};
 use crate::runtime::Runtime;
 use crate::spec::FunctionSpec;
@@ -59,13 +59,46 @@ pub struct VersionRecord {
     pub created_at: DateTime<Utc>,
 }
 
-/// A page of a sorted list: at most `limit` items after the cursor (exclusive).
+/// A page of a sorted list: at most `limit` items, from the start or where the previous
+/// page's `next` token left off (Kubernetes' `limit` / `continue`).
 #[derive(Debug, Clone, Default)]
 pub struct Page {
     /// Most items to return (1–1000).
     pub limit: u32,
-    /// Return items sorted after this key (a function name), if set.
-    pub after: Option<String>,
+    /// The previous page's [`Listed::next`], opaque to callers; `None` for the first page.
+    pub continue_token: Option<String>,
+}
+
+impl Page {
+    /// The first page of at most `limit` items.
+    pub fn first(limit: u32) -> Self {
+        Page { limit, continue_token: None }
+    }
+}
+
+/// One page of a list, sorted by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<T> {
+    /// At most the page's `limit` items.
+    pub items: Vec<T>,
+    /// The token for the next page (its [`Page::continue_token`]); `None` on the last page.
+    pub next: Option<String>,
+}
+
+impl<T> Listed<T> {
+    /// The page of at most `limit` items out of `items` fetched with one more than `limit`
+    /// (the extra one tells that a next page exists); `key` gives the token of the last
+    /// item kept.
+    pub fn from_overfetch(mut items: Vec<T>, limit: u32, key: impl Fn(&T) -> String) -> Self {
+        let limit = limit as usize;
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(key)
+        } else {
+            None
+        };
+        Listed { items, next }
+    }
 }
 
 /// The kind of a changed resource.
@@ -149,8 +182,8 @@ pub trait Registry: Send + Sync {
     async fn create_function(&self, record: &FunctionRecord) -> Result<()>;
     /// One function. Errors: `NotFound`.
     async fn get_function(&self, namespace: &str, name: &str) -> Result<FunctionRecord>;
-    /// Functions of a namespace sorted by name.
-    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Vec<FunctionRecord>>;
+    /// A page of a namespace's functions, sorted by name.
+    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Listed<FunctionRecord>>;
     /// Every function in every namespace (for start-up reconciliation).
     async fn all_functions(&self) -> Result<Vec<FunctionRecord>>;
     /// Replaces the spec if `expected_resource_version` is `None` or current; bumps
@@ -206,8 +239,8 @@ pub trait Registry: Send + Sync {
     async fn create_trigger(&self, record: &TriggerRecord) -> Result<()>;
     /// One trigger. Errors: `NotFound`.
     async fn get_trigger(&self, namespace: &str, name: &str) -> Result<TriggerRecord>;
-    /// Triggers of a namespace sorted by name.
-    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Vec<TriggerRecord>>;
+    /// A page of a namespace's triggers, sorted by name.
+    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Listed<TriggerRecord>>;
     /// Every trigger in every namespace.
     async fn all_triggers(&self) -> Result<Vec<TriggerRecord>>;
     /// Replaces the spec (checking `resource_version` when given), bumps `resource_version`
@@ -228,8 +261,8 @@ pub trait Registry: Send + Sync {
     async fn create_job(&self, record: &JobRecord) -> Result<()>;
     /// One job. Errors: `NotFound`.
     async fn get_job(&self, namespace: &str, name: &str) -> Result<JobRecord>;
-    /// Jobs of a namespace sorted by name.
-    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Vec<JobRecord>>;
+    /// A page of a namespace's jobs, sorted by name.
+    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Listed<JobRecord>>;
     /// Every job in every namespace.
     async fn all_jobs(&self) -> Result<Vec<JobRecord>>;
     /// Replaces the spec (checking `resource_version` when given), bumps `resource_version`
@@ -373,10 +406,8 @@ pub enum InvokeResult {
 pub struct InvokeOutcome {
     /// How it ended.
     pub result: InvokeResult,
-    /// Whether an instance was started for this call.
-    pub cold_start: bool,
-    /// For a cold start: `process` (a new interpreter) or `pool` (a warm-pool process).
-    pub cold_start_kind: Option<&'static str>,
+    /// How an instance was started for this call, if one was (a cold start).
+    pub cold_start: Option<ColdStart>,
     /// Output lines printed during the call (stdout and stderr, in order).
     pub logs: Vec<String>,
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use sless_core::archive::ArchiveLimits;
+use sless_core::invocation::ColdStart;
 use sless_core::traits::{BuildOutcome, Executor, Invocation, InvokeOutcome, InvokeResult, InvokeTarget, Registry};
 use tokio::sync::Semaphore;
 
@@ -493,7 +494,7 @@ impl Executor for LocalExecutor {
 
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> sless_core::Result<InvokeOutcome> {
         use std::sync::atomic::Ordering::Relaxed;
-        let refused = |result| Ok(InvokeOutcome { result, cold_start: false, cold_start_kind: None, logs: Vec::new() });
+        let refused = |result| Ok(InvokeOutcome { result, cold_start: None, logs: Vec::new() });
         let gone = || {
             let message = "the function was disabled or deleted while this call waited".to_string();
             refused(InvokeResult::Withdrawn { message })
@@ -551,7 +552,7 @@ impl Executor for LocalExecutor {
                     let (i, kind) = match self.inner.take_warm(&pool.launch) {
                         Some(i) => {
                             i.join_live(&self.inner.live);
-                            (i, "pool")
+                            (i, ColdStart::Pool)
                         }
                         None => {
                             let i = Instance::spawn(
@@ -560,7 +561,7 @@ impl Executor for LocalExecutor {
                                 self.inner.logs.clone(),
                                 &self.inner.live,
                             )?;
-                            (i, "process")
+                            (i, ColdStart::Process)
                         }
                     };
                     drop(slot);
@@ -588,7 +589,7 @@ impl Executor for LocalExecutor {
         }
         self.inner.count_instances(&pool);
         let out = instance.call(invocation, timeout).await;
-        if start_kind == Some("pool") {
+        if start_kind == Some(ColdStart::Pool) {
             self.inner.refill_warm_later(Duration::ZERO);
         }
         let left = instance.inflight.fetch_sub(1, Relaxed) - 1;
@@ -603,7 +604,7 @@ impl Executor for LocalExecutor {
         }
         self.inner.count_instances(&pool);
         self.inner.track_starts(&pool, failed_start, &out.result).await;
-        Ok(InvokeOutcome { result: out.result, cold_start, cold_start_kind: start_kind, logs: out.logs })
+        Ok(InvokeOutcome { result: out.result, cold_start: start_kind, logs: out.logs })
     }
 
     async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {

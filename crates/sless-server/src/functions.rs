@@ -83,8 +83,8 @@ pub(crate) async fn list(
 ) -> ApiResult<Response> {
     validate_name("namespace", &ns)?;
     let page = q.page()?;
-    let items = state.registry.list_functions(&ns, &page).await?;
-    q.respond_serialized(items, |f| f.name.clone(), |f| FunctionView::new(&state, f))
+    let listed = state.registry.list_functions(&ns, &page).await?;
+    ListQuery::respond_serialized(listed, |f| FunctionView::new(&state, f))
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {

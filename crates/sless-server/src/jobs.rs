@@ -50,8 +50,8 @@ pub(crate) async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     validate_name("namespace", &ns)?;
-    let items = state.registry.list_jobs(&ns, &q.page()?).await?;
-    Ok(q.respond(items, |j| j.name.clone(), render))
+    let listed = state.registry.list_jobs(&ns, &q.page()?).await?;
+    Ok(ListQuery::respond(listed, render))
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {

@@ -123,7 +123,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn health_ready(axum::extract::State(state): axum::extract::State<AppState>) -> ApiResult<&'static str> {
-    state.registry.list_functions("default", &sless_core::traits::Page { limit: 1, after: None }).await?;
+    state.registry.list_functions("default", &sless_core::traits::Page::first(1)).await?;
     Ok("ready")
 }
 

@@ -5,7 +5,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sless_core::traits::Page;
+use sless_core::traits::{Listed, Page};
 
 use crate::{ApiResult, AppError};
 
@@ -34,8 +34,7 @@ pub(crate) struct ListQuery {
 }
 
 impl ListQuery {
-    /// The page to ask the registry for: one more item than `limit`, to know whether a next
-    /// page exists. Errors: 400 naming `limit`.
+    /// The page to ask the registry for. Errors: 400 naming `limit`.
     pub(crate) fn page(&self) -> ApiResult<Page> {
         let limit: u32 = match self.limit.as_deref() {
             None | Some("") => 100,
@@ -44,48 +43,28 @@ impl ListQuery {
         if !(1..=1000).contains(&limit) {
             return Err(AppError::field("limit", "must be from 1 to 1000"));
         }
-        Ok(Page { limit: limit + 1, after: self.cursor.clone().filter(|c| !c.is_empty()) })
+        Ok(Page { limit, continue_token: self.cursor.clone().filter(|c| !c.is_empty()) })
     }
 
     /// `{"items": [...], "next_cursor": …}` from a page fetched with [`ListQuery::page`].
-    pub(crate) fn respond<T>(
-        &self,
-        items: Vec<T>,
-        key: impl Fn(&T) -> String,
-        render: impl Fn(&T) -> Value,
-    ) -> Json<Value> {
-        let (items, next) = self.split(items, key);
-        let items: Vec<Value> = items.iter().map(render).collect();
-        Json(json!({ "items": items, "next_cursor": next }))
+    pub(crate) fn respond<T>(listed: Listed<T>, render: impl Fn(&T) -> Value) -> Json<Value> {
+        let items: Vec<Value> = listed.items.iter().map(render).collect();
+        Json(json!({ "items": items, "next_cursor": listed.next }))
     }
 
     /// The same body as [`ListQuery::respond`], but the items are serialised straight into
     /// the response bytes (no `Value` tree per item): for long lists of large items.
     pub(crate) fn respond_serialized<T, R: Serialize>(
-        &self,
-        items: Vec<T>,
-        key: impl Fn(&T) -> String,
+        listed: Listed<T>,
         render: impl Fn(T) -> R,
     ) -> ApiResult<Response> {
-        let (items, next_cursor) = self.split(items, key);
-        let items: Vec<R> = items.into_iter().map(render).collect();
+        let next_cursor = listed.next;
+        let items: Vec<R> = listed.items.into_iter().map(render).collect();
         // Items of a page are alike in size; 1 KiB each spares most of the buffer's regrowth.
         let mut bytes = Vec::with_capacity(64 + items.len() * 1024);
         serde_json::to_writer(&mut bytes, &ListBody { items, next_cursor })
             .map_err(|e| sless_core::Error::Internal(format!("the list could not be serialised: {e}")))?;
         Ok(([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response())
-    }
-
-    /// The page's items (at most `limit`) and the cursor of the next page, if there is one.
-    fn split<T>(&self, mut items: Vec<T>, key: impl Fn(&T) -> String) -> (Vec<T>, Option<String>) {
-        let limit = self.page().map(|p| p.limit as usize - 1).unwrap_or(100);
-        let next = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(&key)
-        } else {
-            None
-        };
-        (items, next)
     }
 }
 

@@ -23,13 +23,14 @@ fn render(t: &TriggerRecord) -> Value {
 
 async fn http_triggers(state: &AppState, ns: &str, function: &str) -> ApiResult<Vec<TriggerRecord>> {
     let mut found = Vec::new();
-    let mut page = Page { limit: 1000, after: None };
+    let mut page = Page::first(1000);
     loop {
         let batch = state.registry.list_triggers(ns, &page).await?;
-        let last = batch.last().map(|t| t.name.clone());
-        found.extend(batch.into_iter().filter(|t| t.spec.kind == TriggerType::Http && t.spec.function == function));
-        match last {
-            Some(l) => page.after = Some(l),
+        found.extend(
+            batch.items.into_iter().filter(|t| t.spec.kind == TriggerType::Http && t.spec.function == function),
+        );
+        match batch.next {
+            Some(next) => page.continue_token = Some(next),
             None => return Ok(found),
         }
     }
@@ -86,8 +87,8 @@ pub(crate) async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     validate_name("namespace", &ns)?;
-    let items = state.registry.list_triggers(&ns, &q.page()?).await?;
-    Ok(q.respond(items, |t| t.name.clone(), render))
+    let listed = state.registry.list_triggers(&ns, &q.page()?).await?;
+    Ok(ListQuery::respond(listed, render))
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {

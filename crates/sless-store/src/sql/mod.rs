@@ -21,12 +21,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use sless_core::invocation::{InvocationQuery, InvocationRecord, Retention};
+use sless_core::invocation::{ColdStart, InvocationQuery, InvocationRecord, Retention};
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
-use sless_core::traits::{Change, ChangeFeed, FunctionRecord, InvocationLog, Kind, Page, Registry, VersionRecord};
+use sless_core::traits::{
+    Change, ChangeFeed, FunctionRecord, InvocationLog, Kind, Listed, Page, Registry, VersionRecord,
+};
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 use sless_core::{Error, Result};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
@@ -305,9 +307,11 @@ impl SqlRegistry {
             .ok_or_else(|| Error::NotFound { kind: sql.kind, name: name.into() })
     }
 
+    /// A page's rows and one more (see [`Listed::from_overfetch`]); the continue token is
+    /// the last name of the page before.
     async fn list_rows<T: AnyRow>(&self, sql: &ResourceSql, namespace: &str, page: &Page) -> Result<Vec<T>> {
-        let after = page.after.as_deref().unwrap_or("");
-        let limit = i64::from(page.limit);
+        let after = page.continue_token.as_deref().unwrap_or("");
+        let limit = i64::from(page.limit) + 1;
         with_pool!(&self.pool, |p| sqlx::query_as(sql.list).bind(namespace).bind(after).bind(limit).fetch_all(p).await)
             .map_err(db_err)
     }
@@ -463,26 +467,30 @@ impl Registry for SqlRegistry {
         self.get_row::<FunctionRow>(&FUNCTIONS, namespace, name).await?.into_record()
     }
 
-    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Vec<FunctionRecord>> {
-        match &self.pool {
+    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Listed<FunctionRecord>> {
+        let items = match &self.pool {
             // One value for the whole page (see `SQLITE_LIST_FUNCTIONS`).
             Pool::Sqlite(p) => {
-                let after = page.after.as_deref().unwrap_or("");
+                let after = page.continue_token.as_deref().unwrap_or("");
                 let row = sqlx::query(SQLITE_LIST_FUNCTIONS)
                     .bind(namespace)
                     .bind(after)
-                    .bind(i64::from(page.limit))
+                    .bind(i64::from(page.limit) + 1)
                     .fetch_one(p)
                     .await
                     .map_err(db_err)?;
                 // Read in place: the page's text is not copied once more.
                 let text: Option<&str> = row.try_get(0).map_err(db_err)?;
-                rows::functions_from_json(text.unwrap_or_default())
+                rows::functions_from_json(text.unwrap_or_default())?
             }
-            Pool::Postgres(_) => {
-                self.list_rows(&FUNCTIONS, namespace, page).await?.into_iter().map(FunctionRow::into_record).collect()
-            }
-        }
+            Pool::Postgres(_) => self
+                .list_rows(&FUNCTIONS, namespace, page)
+                .await?
+                .into_iter()
+                .map(FunctionRow::into_record)
+                .collect::<Result<_>>()?,
+        };
+        Ok(Listed::from_overfetch(items, page.limit, |f: &FunctionRecord| f.name.clone()))
     }
 
     async fn all_functions(&self) -> Result<Vec<FunctionRecord>> {
@@ -650,8 +658,9 @@ impl Registry for SqlRegistry {
         self.get_row::<ResourceRow>(&TRIGGERS, namespace, name).await?.into_trigger()
     }
 
-    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Vec<TriggerRecord>> {
-        self.list_rows(&TRIGGERS, namespace, page).await?.into_iter().map(ResourceRow::into_trigger).collect()
+    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Listed<TriggerRecord>> {
+        let items = self.list_rows(&TRIGGERS, namespace, page).await?.into_iter().map(ResourceRow::into_trigger);
+        Ok(Listed::from_overfetch(items.collect::<Result<_>>()?, page.limit, |t: &TriggerRecord| t.name.clone()))
     }
 
     async fn all_triggers(&self) -> Result<Vec<TriggerRecord>> {
@@ -684,8 +693,9 @@ impl Registry for SqlRegistry {
         self.get_row::<ResourceRow>(&JOBS, namespace, name).await?.into_job()
     }
 
-    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Vec<JobRecord>> {
-        self.list_rows(&JOBS, namespace, page).await?.into_iter().map(ResourceRow::into_job).collect()
+    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Listed<JobRecord>> {
+        let items = self.list_rows(&JOBS, namespace, page).await?.into_iter().map(ResourceRow::into_job);
+        Ok(Listed::from_overfetch(items.collect::<Result<_>>()?, page.limit, |j: &JobRecord| j.name.clone()))
     }
 
     async fn all_jobs(&self) -> Result<Vec<JobRecord>> {
@@ -738,7 +748,7 @@ impl InvocationLog for SqlRegistry {
                         .push_bind(int(r.request_bytes))
                         .push_bind(int(r.response_bytes))
                         .push_bind(r.cold_start)
-                        .push_bind(r.cold_start_kind.as_deref())
+                        .push_bind(r.cold_start_kind.map(ColdStart::as_str))
                         .push_bind(logs.as_str());
                 });
                 // A batch retried after a partial failure stores each record once.
@@ -817,7 +827,7 @@ mod sqlite_page_tests {
     use crate::testing::function_record;
 
     fn page(limit: u32, after: Option<&str>) -> Page {
-        Page { limit, after: after.map(String::from) }
+        Page { limit, continue_token: after.map(String::from) }
     }
 
     #[tokio::test]
@@ -840,11 +850,15 @@ mod sqlite_page_tests {
         for name in ["a", "a-1", "b"] {
             want.push(reg.get_function("default", name).await.expect("get"));
         }
-        assert_eq!(reg.list_functions("default", &page(10, None)).await.expect("list"), want);
-        assert_eq!(reg.list_functions("default", &page(1, Some("a"))).await.expect("list"), want[1..2]);
-        assert_eq!(reg.list_functions("default", &page(2, Some("a-1"))).await.expect("list"), want[2..]);
-        assert!(reg.list_functions("default", &page(10, Some("b"))).await.expect("list").is_empty());
-        assert!(reg.list_functions("none", &page(10, None)).await.expect("list").is_empty());
-        assert_eq!(reg.list_functions("other", &page(10, None)).await.expect("list").len(), 1);
+        assert_eq!(reg.list_functions("default", &page(10, None)).await.expect("list").items, want);
+        let first = reg.list_functions("default", &page(1, None)).await.expect("list");
+        assert_eq!((first.items.as_slice(), first.next.as_deref()), (&want[..1], Some("a")));
+        let second = reg.list_functions("default", &page(1, first.next.as_deref())).await.expect("list");
+        assert_eq!((second.items.as_slice(), second.next.as_deref()), (&want[1..2], Some("a-1")));
+        let last = reg.list_functions("default", &page(2, second.next.as_deref())).await.expect("list");
+        assert_eq!((last.items.as_slice(), last.next), (&want[2..], None), "a full last page has no next");
+        assert!(reg.list_functions("default", &page(10, Some("b"))).await.expect("list").items.is_empty());
+        assert!(reg.list_functions("none", &page(10, None)).await.expect("list").items.is_empty());
+        assert_eq!(reg.list_functions("other", &page(10, None)).await.expect("list").items.len(), 1);
     }
 }

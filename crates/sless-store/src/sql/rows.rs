@@ -3,7 +3,7 @@
 //! row of either database.
 
 use chrono::{DateTime, Utc};
-use sless_core::invocation::{InvocationRecord, Outcome, Source};
+use sless_core::invocation::{ColdStart, InvocationRecord, Outcome, Source};
 use sless_core::job::JobRecord;
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
@@ -269,7 +269,13 @@ impl InvocationRow {
             error_type: self.error_type,
             error_message: self.error_message,
             cold_start: self.cold_start,
-            cold_start_kind: self.cold_start_kind,
+            cold_start_kind: match self.cold_start_kind.as_deref() {
+                None => None,
+                Some(kind) => Some(
+                    ColdStart::parse(kind)
+                        .ok_or_else(|| Error::Internal(format!("stored cold start kind {kind:?} is unknown")))?,
+                ),
+            },
         })
     }
 }

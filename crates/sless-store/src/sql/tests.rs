@@ -82,22 +82,24 @@ async fn create_get_list_conflict(reg: &SqlRegistry) {
     let got = reg.get_function("default", "a").await.expect("get");
     assert_eq!(got.spec, record("a").spec);
     let names: Vec<_> = reg
-        .list_functions("default", &Page { limit: 10, after: None })
+        .list_functions("default", &Page::first(10))
         .await
         .expect("list")
+        .items
         .into_iter()
         .map(|f| f.name)
         .collect();
     assert_eq!(names, ["a", "b"]);
     let after: Vec<_> = reg
-        .list_functions("default", &Page { limit: 10, after: Some("a".into()) })
+        .list_functions("default", &Page { limit: 10, continue_token: Some("a".into()) })
         .await
         .expect("list")
+        .items
         .into_iter()
         .map(|f| f.name)
         .collect();
     assert_eq!(after, ["b"]);
-    assert!(reg.list_functions("other", &Page { limit: 10, after: None }).await.expect("list").is_empty());
+    assert!(reg.list_functions("other", &Page::first(10)).await.expect("list").items.is_empty());
 }
 
 async fn replace_checks_resource_version(reg: &SqlRegistry) {
@@ -167,7 +169,7 @@ fn job(name: &str) -> JobRecord {
 }
 
 fn page(limit: u32, after: Option<&str>) -> Page {
-    Page { limit, after: after.map(String::from) }
+    Page { limit, continue_token: after.map(String::from) }
 }
 
 async fn triggers_crud(reg: &SqlRegistry) {
@@ -182,11 +184,14 @@ async fn triggers_crud(reg: &SqlRegistry) {
     assert!(matches!(reg.get_trigger("default", "nope").await, Err(Error::NotFound { kind: "trigger", .. })));
 
     let names = |v: Vec<TriggerRecord>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
-    assert_eq!(names(reg.list_triggers("default", &page(10, None)).await.expect("list")), ["a", "b", "c"]);
-    assert_eq!(names(reg.list_triggers("default", &page(1, None)).await.expect("list")), ["a"]);
-    assert_eq!(names(reg.list_triggers("default", &page(1, Some("a"))).await.expect("list")), ["b"]);
-    assert_eq!(names(reg.list_triggers("default", &page(10, Some("c"))).await.expect("list")), Vec::<String>::new());
-    assert_eq!(names(reg.list_triggers("other", &page(10, None)).await.expect("list")), ["z"]);
+    assert_eq!(names(reg.list_triggers("default", &page(10, None)).await.expect("list").items), ["a", "b", "c"]);
+    assert_eq!(names(reg.list_triggers("default", &page(1, None)).await.expect("list").items), ["a"]);
+    assert_eq!(names(reg.list_triggers("default", &page(1, Some("a"))).await.expect("list").items), ["b"]);
+    assert_eq!(
+        names(reg.list_triggers("default", &page(10, Some("c"))).await.expect("list").items),
+        Vec::<String>::new()
+    );
+    assert_eq!(names(reg.list_triggers("other", &page(10, None)).await.expect("list").items), ["z"]);
     let all: Vec<_> = reg.all_triggers().await.expect("all").into_iter().map(|t| (t.namespace, t.name)).collect();
     assert_eq!(all.len(), 4);
     assert_eq!(all[3], ("other".to_string(), "z".to_string()));
@@ -232,7 +237,7 @@ async fn triggers_crud(reg: &SqlRegistry) {
     reg.delete_trigger("default", "a").await.expect("delete");
     assert!(matches!(reg.get_trigger("default", "a").await, Err(Error::NotFound { .. })));
     assert!(matches!(reg.delete_trigger("default", "a").await, Err(Error::NotFound { kind: "trigger", .. })));
-    assert_eq!(names(reg.list_triggers("default", &page(10, None)).await.expect("list")), ["b", "c"]);
+    assert_eq!(names(reg.list_triggers("default", &page(10, None)).await.expect("list").items), ["b", "c"]);
 }
 
 async fn jobs_crud(reg: &SqlRegistry) {
@@ -244,9 +249,9 @@ async fn jobs_crud(reg: &SqlRegistry) {
     assert!(matches!(reg.get_job("default", "nope").await, Err(Error::NotFound { kind: "job", .. })));
 
     let names = |v: Vec<JobRecord>| v.into_iter().map(|j| j.name).collect::<Vec<_>>();
-    assert_eq!(names(reg.list_jobs("default", &page(10, None)).await.expect("list")), ["a", "b"]);
-    assert_eq!(names(reg.list_jobs("default", &page(1, Some("a"))).await.expect("list")), ["b"]);
-    assert!(reg.list_jobs("other", &page(10, None)).await.expect("list").is_empty());
+    assert_eq!(names(reg.list_jobs("default", &page(10, None)).await.expect("list").items), ["a", "b"]);
+    assert_eq!(names(reg.list_jobs("default", &page(1, Some("a"))).await.expect("list").items), ["b"]);
+    assert!(reg.list_jobs("other", &page(10, None)).await.expect("list").items.is_empty());
     assert_eq!(names(reg.all_jobs().await.expect("all")), ["a", "b"]);
 
     let mut spec = job("a").spec;
@@ -308,7 +313,7 @@ async fn every_write_is_announced(reg: &SqlRegistry) {
     // Every announcement moves the generation on (what the call path's cache compares).
     assert_eq!(reg.generation() - generation, want.len() as u64);
     let _ = reg.get_function("default", "gone").await;
-    let _ = reg.list_triggers("default", &Page { limit: 10, after: None }).await;
+    let _ = reg.list_triggers("default", &Page::first(10)).await;
     assert_eq!(reg.generation() - generation, want.len() as u64, "reads leave it alone");
 }
 
@@ -331,7 +336,7 @@ fn invocation(i: u64, function: &str) -> InvocationRecord {
         request_bytes: i,
         response_bytes: 2 * i,
         cold_start: i.is_multiple_of(4),
-        cold_start_kind: i.is_multiple_of(4).then(|| "pool".to_string()),
+        cold_start_kind: i.is_multiple_of(4).then_some(sless_core::invocation::ColdStart::Pool),
         logs: vec![format!("line {i}"), "second \"quoted\" line".into()],
     }
 }
@@ -450,8 +455,8 @@ async fn names_sort_bytewise(reg: &SqlRegistry) {
     }
     let names = |v: Vec<FunctionRecord>| v.into_iter().map(|f| f.name).collect::<Vec<_>>();
     let want = ["a-b", "a-c", "a0", "ab", "b"];
-    assert_eq!(names(reg.list_functions("default", &page(10, None)).await.expect("list")), want);
-    assert_eq!(names(reg.list_functions("default", &page(2, Some("a-c"))).await.expect("list")), ["a0", "ab"]);
+    assert_eq!(names(reg.list_functions("default", &page(10, None)).await.expect("list").items), want);
+    assert_eq!(names(reg.list_functions("default", &page(2, Some("a-c"))).await.expect("list").items), ["a0", "ab"]);
     assert_eq!(names(reg.all_functions().await.expect("all")), want);
 }
 
