@@ -36,11 +36,9 @@ async fn http_triggers(state: &AppState, ns: &str, function: &str) -> ApiResult<
     }
 }
 
-/// Serialises the check-then-write of http triggers in this process, so two parallel
-/// creates cannot both pass the uniqueness check.
-static HTTP_TRIGGER_WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// One http trigger per function (409 otherwise): two would make the public URL ambiguous.
+/// The store enforces it (a unique index, safe with several servers on one database); this
+/// look ahead only names the other trigger in the error.
 async fn check_unique_http(state: &AppState, ns: &str, name: &str, spec: &TriggerSpec) -> ApiResult<()> {
     if spec.kind != TriggerType::Http {
         return Ok(());
@@ -65,7 +63,6 @@ pub(crate) async fn create(
     check_namespace(&body, &ns)?;
     let (name, spec) = TriggerSpec::from_json(&body, check_schedule)?;
     let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
-    let _serialised = HTTP_TRIGGER_WRITES.lock().await;
     check_unique_http(&state, &ns, &name, &spec).await?;
     let now = Utc::now();
     let record = TriggerRecord {
@@ -108,7 +105,6 @@ pub(crate) async fn replace(
     let body = read_json(&headers, body, &["application/json"]).await?;
     let (body_name, spec) = TriggerSpec::from_json(&body, check_schedule)?;
     check_same_name(name, body_name.as_deref())?;
-    let _serialised = HTTP_TRIGGER_WRITES.lock().await;
     check_unique_http(&state, ns, name, &spec).await?;
     let current = state.registry.get_trigger(ns, name).await?;
     if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
@@ -130,7 +126,6 @@ pub(crate) async fn patch(
     let patch = read_json(&headers, body, &["application/merge-patch+json", "application/json"]).await?;
     let current = state.registry.get_trigger(ns, name).await?;
     let spec = current.spec.merge_patch(name, &patch, check_schedule)?;
-    let _serialised = HTTP_TRIGGER_WRITES.lock().await;
     check_unique_http(&state, ns, name, &spec).await?;
     if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
         return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));

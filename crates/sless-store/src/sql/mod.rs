@@ -170,6 +170,22 @@ const JOBS: ResourceSql = resource_sql!(
     "status = $3"
 );
 
+/// The index that allows one http trigger per function (migrations `*_http_trigger_unique.sql`).
+const HTTP_TRIGGER_INDEX: &str = "triggers_http_function";
+
+/// The error for a unique violation writing `name`: another http trigger of the same
+/// function, or a resource of that name.
+fn unique_violation(sql: &ResourceSql, e: &dyn sqlx::error::DatabaseError, name: &str) -> Error {
+    // PostgreSQL names the index as the constraint; SQLite names it in the message.
+    if e.constraint() == Some(HTTP_TRIGGER_INDEX) || e.message().contains(HTTP_TRIGGER_INDEX) {
+        return Error::AlreadyExists {
+            kind: "http trigger for this function",
+            name: format!("the function of trigger {name} (a function has at most one)"),
+        };
+    }
+    Error::AlreadyExists { kind: sql.kind, name: name.into() }
+}
+
 /// A `SELECT` of the version columns (all but the build log), followed by `$tail`.
 macro_rules! select_versions {
     ($tail:literal) => {
@@ -294,9 +310,7 @@ impl SqlRegistry {
                 self.notify(sql.change, &row.namespace, &row.name);
                 Ok(())
             }
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                Err(Error::AlreadyExists { kind: sql.kind, name: row.name.clone() })
-            }
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(unique_violation(sql, &*e, &row.name)),
             Err(e) => Err(db_err(e)),
         }
     }
@@ -342,7 +356,10 @@ impl SqlRegistry {
                 .fetch_optional(p)
                 .await
         })
-        .map_err(db_err)?;
+        .map_err(|e| match e {
+            sqlx::Error::Database(e) if e.is_unique_violation() => unique_violation(sql, &*e, name),
+            e => db_err(e),
+        })?;
         if let Some(row) = row {
             self.notify(sql.change, namespace, name);
             return Ok(row);

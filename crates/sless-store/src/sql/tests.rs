@@ -4,7 +4,7 @@
 use serde_json::json;
 use sless_core::invocation::{Outcome, Source};
 use sless_core::job::JobPhase;
-use sless_core::trigger::TriggerPhase;
+use sless_core::trigger::{TriggerPhase, TriggerType};
 
 use super::rows::parse_time;
 use super::*;
@@ -63,6 +63,7 @@ on_both!(
     concurrent_uploads_get_distinct_numbers,
     delete_version_spares_the_active_one,
     triggers_crud,
+    one_http_trigger_per_function,
     jobs_crud,
     every_write_is_announced,
     invocations_list_newest_first_with_cursor,
@@ -170,6 +171,45 @@ fn job(name: &str) -> JobRecord {
 
 fn page(limit: u32, after: Option<&str>) -> Page {
     Page { limit, continue_token: after.map(String::from) }
+}
+
+fn http_trigger(name: &str, function: &str) -> TriggerRecord {
+    let (_, spec) = TriggerSpec::from_json(&json!({"function": function, "type": "http"}), any_schedule).expect("spec");
+    TriggerRecord { spec, ..trigger(name) }
+}
+
+/// The store, not the API process, keeps a function to one http trigger: parallel creates
+/// (as from two servers on one database) let exactly one through, and a replace that would
+/// make a second one is refused too.
+async fn one_http_trigger_per_function(reg: &SqlRegistry) {
+    let attempts = futures::future::join_all(
+        (0..6).map(|i| async move { reg.create_trigger(&http_trigger(&format!("h{i}"), "f")).await }),
+    )
+    .await;
+    assert_eq!(attempts.iter().filter(|r| r.is_ok()).count(), 1, "{attempts:?}");
+    for refused in attempts.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(matches!(refused, Error::AlreadyExists { kind: "http trigger for this function", .. }), "{refused}");
+    }
+    // Another function, another namespace, and cron triggers are unaffected.
+    reg.create_trigger(&http_trigger("g-http", "g")).await.expect("another function");
+    let mut elsewhere = http_trigger("h0", "f");
+    elsewhere.namespace = "other".into();
+    reg.create_trigger(&elsewhere).await.expect("another namespace");
+    reg.create_trigger(&trigger("cron-a")).await.expect("cron");
+    reg.create_trigger(&trigger("cron-b")).await.expect("cron");
+    // Pointing g's http trigger at f would make f a second one.
+    let spec = http_trigger("g-http", "f").spec;
+    let err = reg.replace_trigger_spec("default", "g-http", &spec, None).await.expect_err("second http trigger");
+    assert!(matches!(err, Error::AlreadyExists { kind: "http trigger for this function", .. }), "{err}");
+    // Deleting f's frees the route.
+    let winner = reg
+        .all_triggers()
+        .await
+        .expect("all")
+        .into_iter()
+        .find(|t| t.spec.function == "f" && t.namespace == "default" && t.spec.kind == TriggerType::Http);
+    reg.delete_trigger("default", &winner.expect("one").name).await.expect("delete");
+    reg.replace_trigger_spec("default", "g-http", &spec, None).await.expect("now the only one");
 }
 
 async fn triggers_crud(reg: &SqlRegistry) {
