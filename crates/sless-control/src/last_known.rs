@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
+use sless_core::resource_version::ResourceVersion;
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
@@ -98,7 +99,7 @@ impl Registry for LastKnown {
         namespace: &str,
         name: &str,
         spec: &FunctionSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<FunctionRecord> {
         self.inner.replace_spec(namespace, name, spec, expected_resource_version).await
     }
@@ -178,7 +179,7 @@ impl Registry for LastKnown {
         namespace: &str,
         name: &str,
         spec: &TriggerSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<TriggerRecord> {
         self.inner.replace_trigger_spec(namespace, name, spec, expected_resource_version).await
     }
@@ -212,7 +213,7 @@ impl Registry for LastKnown {
         namespace: &str,
         name: &str,
         spec: &JobSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<JobRecord> {
         self.inner.replace_job_spec(namespace, name, spec, expected_resource_version).await
     }

@@ -184,7 +184,7 @@ mod tests {
             namespace: "default".into(),
             name: "f-http".into(),
             spec,
-            resource_version: 1,
+            resource_version: sless_core::resource_version::ResourceVersion::from_count(1),
             status: sless_core::trigger::TriggerStatus::new(),
             created_at: now,
             updated_at: now,

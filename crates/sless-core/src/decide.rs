@@ -248,7 +248,7 @@ mod job_tests {
             namespace: "default".into(),
             name: "f".into(),
             spec,
-            resource_version: 1,
+            resource_version: crate::resource_version::ResourceVersion::from_count(1),
             active_version: active,
             status,
             created_at: t(),

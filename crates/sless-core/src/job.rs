@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::names::validate_name;
+use crate::resource_version::ResourceVersion;
 use crate::spec::check_same_name;
 use crate::status::Condition;
 use crate::trigger::{object, optional_bool, optional_name, required_str};
@@ -135,7 +136,7 @@ pub struct JobRecord {
     #[serde(flatten)]
     pub spec: JobSpec,
     /// Changes whenever the spec changes.
-    pub resource_version: u64,
+    pub resource_version: ResourceVersion,
     /// Phase, message, conditions, last run.
     pub status: JobStatus,
     /// Creation time.

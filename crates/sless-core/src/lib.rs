@@ -12,6 +12,7 @@ pub mod event;
 pub mod invocation;
 pub mod job;
 pub mod names;
+pub mod resource_version;
 pub mod runtime;
 pub mod schedule;
 pub mod spec;

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::Result;
 use crate::invocation::{ColdStart, InvocationQuery, InvocationRecord, Retention};
 use crate::job::{JobRecord, JobSpec, JobStatus};
+use crate::resource_version::ResourceVersion;
 use crate::runtime::Runtime;
 use crate::spec::FunctionSpec;
 use crate::status::{FunctionStatus, VersionPhase};
@@ -25,7 +26,7 @@ pub struct FunctionRecord {
     #[serde(flatten)]
     pub spec: FunctionSpec,
     /// Changes whenever the spec changes; compared with `If-Match`.
-    pub resource_version: u64,
+    pub resource_version: ResourceVersion,
     /// The version that serves calls, if any.
     pub active_version: Option<u32>,
     /// Phase, message, conditions.
@@ -193,7 +194,7 @@ pub trait Registry: Send + Sync {
         namespace: &str,
         name: &str,
         spec: &FunctionSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<FunctionRecord>;
     /// Writes the status and the active version.
     async fn update_status(
@@ -250,7 +251,7 @@ pub trait Registry: Send + Sync {
         namespace: &str,
         name: &str,
         spec: &TriggerSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<TriggerRecord>;
     /// Writes a trigger's status. Errors: `NotFound`.
     async fn update_trigger_status(&self, namespace: &str, name: &str, status: &TriggerStatus) -> Result<()>;
@@ -272,7 +273,7 @@ pub trait Registry: Send + Sync {
         namespace: &str,
         name: &str,
         spec: &JobSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<JobRecord>;
     /// Writes a job's status. Errors: `NotFound`.
     async fn update_job_status(&self, namespace: &str, name: &str, status: &JobStatus) -> Result<()>;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::names::validate_name;
+use crate::resource_version::ResourceVersion;
 use crate::spec::check_same_name;
 use crate::status::Condition;
 use crate::{Error, Result};
@@ -225,7 +226,7 @@ pub struct TriggerRecord {
     #[serde(flatten)]
     pub spec: TriggerSpec,
     /// Changes whenever the spec changes.
-    pub resource_version: u64,
+    pub resource_version: ResourceVersion,
     /// Phase, message, conditions, cron bookkeeping.
     pub status: TriggerStatus,
     /// Creation time.

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use sless_core::archive::{blob_key, check};
 use sless_core::decide::{UploadAction, upload_action};
 use sless_core::names::validate_name;
+use sless_core::resource_version::ResourceVersion;
 use sless_core::spec::{FunctionSpec, check_same_name};
 use sless_core::status::{FunctionStatus, VersionPhase};
 use sless_core::traits::FunctionRecord;
@@ -26,7 +27,7 @@ const ZIP_TYPES: [&str; 3] = ["application/zip", "application/x-zip-compressed",
 
 /// The function as the API shows it: the record plus its `url`, with `ETag`.
 fn function_response(state: &AppState, status: StatusCode, f: &FunctionRecord) -> Response {
-    with_etag(status, function_json(state, f), f.resource_version)
+    with_etag(status, function_json(state, f), &f.resource_version)
 }
 
 fn function_json(state: &AppState, f: &FunctionRecord) -> Value {
@@ -66,7 +67,7 @@ pub(crate) async fn create(
         namespace: ns,
         name,
         spec,
-        resource_version: 1,
+        resource_version: ResourceVersion::from_count(1),
         active_version: None,
         status: FunctionStatus::pending(now),
         created_at: now,
@@ -125,7 +126,7 @@ pub(crate) async fn patch(
         .into());
     }
     let spec = current.spec.merge_patch(name, &patch)?;
-    apply_spec(&state, ns, name, spec, Some(current.resource_version)).await
+    apply_spec(&state, ns, name, spec, Some(current.resource_version.clone())).await
 }
 
 /// Stores a new spec; when what the code is loaded with changed (runtime, entrypoint), the
@@ -135,14 +136,14 @@ async fn apply_spec(
     ns: &str,
     name: &str,
     spec: FunctionSpec,
-    expected: Option<u64>,
+    expected: Option<ResourceVersion>,
 ) -> ApiResult<Response> {
     let before = state.registry.get_function(ns, name).await?;
-    if before.spec == spec && expected.is_none_or(|e| e == before.resource_version) {
+    if before.spec == spec && expected.as_ref().is_none_or(|e| *e == before.resource_version) {
         // Nothing changes: no new resource_version, no rollout.
         return Ok(function_response(state, StatusCode::OK, &before));
     }
-    let updated = state.registry.replace_spec(ns, name, &spec, expected).await?;
+    let updated = state.registry.replace_spec(ns, name, &spec, expected.as_ref()).await?;
     let reload = before.spec.runtime != spec.runtime || before.spec.entrypoint != spec.entrypoint;
     if let (true, Some(active)) = (reload, updated.active_version) {
         state.rollouts.start(ns, name, active);

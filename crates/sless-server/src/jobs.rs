@@ -9,6 +9,7 @@ use chrono::Utc;
 use serde_json::Value;
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
 use sless_core::names::validate_name;
+use sless_core::resource_version::ResourceVersion;
 use sless_core::spec::check_same_name;
 
 use crate::body::read_json;
@@ -35,13 +36,13 @@ pub(crate) async fn create(
         namespace: ns,
         name,
         spec,
-        resource_version: 1,
+        resource_version: ResourceVersion::from_count(1),
         status: JobStatus::new(),
         created_at: now,
         updated_at: now,
     };
     state.registry.create_job(&record).await?;
-    Ok(with_etag(StatusCode::CREATED, render(&record), record.resource_version))
+    Ok(with_etag(StatusCode::CREATED, render(&record), &record.resource_version))
 }
 
 pub(crate) async fn list(
@@ -57,7 +58,7 @@ pub(crate) async fn list(
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let j = state.registry.get_job(ns, name).await?;
-    Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
+    Ok(with_etag(StatusCode::OK, render(&j), &j.resource_version))
 }
 
 pub(crate) async fn replace(
@@ -72,12 +73,12 @@ pub(crate) async fn replace(
     let (body_name, spec) = JobSpec::from_json(&body)?;
     check_same_name(name, body_name.as_deref())?;
     let current = state.registry.get_job(ns, name).await?;
-    if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
+    if current.spec == spec && expected.as_ref().is_none_or(|e| *e == current.resource_version) {
         // Nothing changes: no new resource_version (an `@every` schedule keeps its phase).
-        return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));
+        return Ok(with_etag(StatusCode::OK, render(&current), &current.resource_version));
     }
-    let j = state.registry.replace_job_spec(ns, name, &spec, expected).await?;
-    Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
+    let j = state.registry.replace_job_spec(ns, name, &spec, expected.as_ref()).await?;
+    Ok(with_etag(StatusCode::OK, render(&j), &j.resource_version))
 }
 
 pub(crate) async fn patch(
@@ -91,17 +92,17 @@ pub(crate) async fn patch(
     let patch = read_json(&headers, body, &["application/merge-patch+json", "application/json"]).await?;
     let current = state.registry.get_job(ns, name).await?;
     let spec = current.spec.merge_patch(name, &patch)?;
-    if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
-        return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));
+    if current.spec == spec && expected.as_ref().is_none_or(|e| *e == current.resource_version) {
+        return Ok(with_etag(StatusCode::OK, render(&current), &current.resource_version));
     }
-    let expected = Some(expected.unwrap_or(current.resource_version));
-    let j = state.registry.replace_job_spec(ns, name, &spec, expected).await?;
-    Ok(with_etag(StatusCode::OK, render(&j), j.resource_version))
+    let expected = Some(expected.unwrap_or_else(|| current.resource_version.clone()));
+    let j = state.registry.replace_job_spec(ns, name, &spec, expected.as_ref()).await?;
+    Ok(with_etag(StatusCode::OK, render(&j), &j.resource_version))
 }
 
 pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let j = state.registry.get_job(ns, name).await?;
     state.registry.delete_job(ns, name).await?;
-    Ok(with_etag(StatusCode::ACCEPTED, render(&j), j.resource_version))
+    Ok(with_etag(StatusCode::ACCEPTED, render(&j), &j.resource_version))
 }

@@ -5,6 +5,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use sless_core::resource_version::ResourceVersion;
 use sless_core::traits::{Listed, Page};
 
 use crate::{ApiResult, AppError};
@@ -75,8 +76,9 @@ struct ListBody<R> {
     next_cursor: Option<String>,
 }
 
-/// Parses `If-Match`: `*`, `"7"`, `W/"7"` or `7`. Errors: 412 when it names no version.
-pub(crate) fn if_match(headers: &HeaderMap) -> ApiResult<Option<u64>> {
+/// Parses `If-Match` (RFC 9110 §13.1.1): `*` (any version), `"7"`, `W/"7"` or `7`; the
+/// version is opaque. Errors: 412 when it names no version.
+pub(crate) fn if_match(headers: &HeaderMap) -> ApiResult<Option<ResourceVersion>> {
     let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
@@ -85,13 +87,13 @@ pub(crate) fn if_match(headers: &HeaderMap) -> ApiResult<Option<u64>> {
         return Ok(None);
     }
     let bare = text.trim_start_matches("W/").trim_matches('"');
-    bare.parse().map(Some).map_err(|_| {
-        AppError::Core(sless_core::Error::Stale { expected: text.to_string(), current: "a number".into() })
+    ResourceVersion::new(bare).map(Some).ok_or_else(|| {
+        AppError::Core(sless_core::Error::Stale { expected: text.to_string(), current: "a resource_version".into() })
     })
 }
 
 /// A JSON response with `ETag: "<resource_version>"`.
-pub(crate) fn with_etag(status: StatusCode, body: Value, resource_version: u64) -> Response {
+pub(crate) fn with_etag(status: StatusCode, body: Value, resource_version: &ResourceVersion) -> Response {
     let mut response = (status, Json(body)).into_response();
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{resource_version}\"")) {
         response.headers_mut().insert(header::ETAG, etag);

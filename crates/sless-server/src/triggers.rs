@@ -8,6 +8,7 @@ use axum::response::Response;
 use chrono::Utc;
 use serde_json::Value;
 use sless_core::names::validate_name;
+use sless_core::resource_version::ResourceVersion;
 use sless_core::schedule::check as check_schedule;
 use sless_core::spec::check_same_name;
 use sless_core::traits::Page;
@@ -69,13 +70,13 @@ pub(crate) async fn create(
         namespace: ns,
         name,
         spec,
-        resource_version: 1,
+        resource_version: ResourceVersion::from_count(1),
         status: TriggerStatus::new(),
         created_at: now,
         updated_at: now,
     };
     state.registry.create_trigger(&record).await?;
-    Ok(with_etag(StatusCode::CREATED, render(&record), record.resource_version))
+    Ok(with_etag(StatusCode::CREATED, render(&record), &record.resource_version))
 }
 
 pub(crate) async fn list(
@@ -91,7 +92,7 @@ pub(crate) async fn list(
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let t = state.registry.get_trigger(ns, name).await?;
-    Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
+    Ok(with_etag(StatusCode::OK, render(&t), &t.resource_version))
 }
 
 pub(crate) async fn replace(
@@ -107,12 +108,12 @@ pub(crate) async fn replace(
     check_same_name(name, body_name.as_deref())?;
     check_unique_http(&state, ns, name, &spec).await?;
     let current = state.registry.get_trigger(ns, name).await?;
-    if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
+    if current.spec == spec && expected.as_ref().is_none_or(|e| *e == current.resource_version) {
         // Nothing changes: no new resource_version (an `@every` schedule keeps its phase).
-        return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));
+        return Ok(with_etag(StatusCode::OK, render(&current), &current.resource_version));
     }
-    let t = state.registry.replace_trigger_spec(ns, name, &spec, expected).await?;
-    Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
+    let t = state.registry.replace_trigger_spec(ns, name, &spec, expected.as_ref()).await?;
+    Ok(with_etag(StatusCode::OK, render(&t), &t.resource_version))
 }
 
 pub(crate) async fn patch(
@@ -127,17 +128,17 @@ pub(crate) async fn patch(
     let current = state.registry.get_trigger(ns, name).await?;
     let spec = current.spec.merge_patch(name, &patch, check_schedule)?;
     check_unique_http(&state, ns, name, &spec).await?;
-    if current.spec == spec && expected.is_none_or(|e| e == current.resource_version) {
-        return Ok(with_etag(StatusCode::OK, render(&current), current.resource_version));
+    if current.spec == spec && expected.as_ref().is_none_or(|e| *e == current.resource_version) {
+        return Ok(with_etag(StatusCode::OK, render(&current), &current.resource_version));
     }
-    let expected = Some(expected.unwrap_or(current.resource_version));
-    let t = state.registry.replace_trigger_spec(ns, name, &spec, expected).await?;
-    Ok(with_etag(StatusCode::OK, render(&t), t.resource_version))
+    let expected = Some(expected.unwrap_or_else(|| current.resource_version.clone()));
+    let t = state.registry.replace_trigger_spec(ns, name, &spec, expected.as_ref()).await?;
+    Ok(with_etag(StatusCode::OK, render(&t), &t.resource_version))
 }
 
 pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let t = state.registry.get_trigger(ns, name).await?;
     state.registry.delete_trigger(ns, name).await?;
-    Ok(with_etag(StatusCode::ACCEPTED, render(&t), t.resource_version))
+    Ok(with_etag(StatusCode::ACCEPTED, render(&t), &t.resource_version))
 }

@@ -29,7 +29,7 @@ pub fn function_record(name: &str) -> FunctionRecord {
         namespace: "default".into(),
         name: name.into(),
         spec,
-        resource_version: 1,
+        resource_version: sless_core::resource_version::ResourceVersion::from_count(1),
         active_version: None,
         status: FunctionStatus::pending(now),
         created_at: now,

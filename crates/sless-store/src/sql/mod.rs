@@ -23,6 +23,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use sless_core::invocation::{ColdStart, InvocationQuery, InvocationRecord, Retention};
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
+use sless_core::resource_version::ResourceVersion;
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
@@ -342,10 +343,11 @@ impl SqlRegistry {
         namespace: &str,
         name: &str,
         spec: String,
-        expected: Option<u64>,
+        expected: Option<&ResourceVersion>,
     ) -> Result<T> {
         let now = ts(Utc::now());
-        let expected_int = expected.map(int);
+        // A version this store did not give matches no row (no stored count is negative).
+        let expected_int = expected.map(|e| e.as_count().map_or(-1, int));
         let row: Option<T> = with_pool!(&self.pool, |p| {
             sqlx::query_as(sql.replace)
                 .bind(&spec)
@@ -519,7 +521,7 @@ impl Registry for SqlRegistry {
         namespace: &str,
         name: &str,
         spec: &FunctionSpec,
-        expected: Option<u64>,
+        expected: Option<&ResourceVersion>,
     ) -> Result<FunctionRecord> {
         self.replace_row::<FunctionRow>(&FUNCTIONS, namespace, name, to_json(spec)?, expected).await?.into_record()
     }
@@ -689,7 +691,7 @@ impl Registry for SqlRegistry {
         namespace: &str,
         name: &str,
         spec: &TriggerSpec,
-        expected: Option<u64>,
+        expected: Option<&ResourceVersion>,
     ) -> Result<TriggerRecord> {
         self.replace_row::<ResourceRow>(&TRIGGERS, namespace, name, to_json(spec)?, expected).await?.into_trigger()
     }
@@ -724,7 +726,7 @@ impl Registry for SqlRegistry {
         namespace: &str,
         name: &str,
         spec: &JobSpec,
-        expected: Option<u64>,
+        expected: Option<&ResourceVersion>,
     ) -> Result<JobRecord> {
         self.replace_row::<ResourceRow>(&JOBS, namespace, name, to_json(spec)?, expected).await?.into_job()
     }

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use sless_core::invocation::{ColdStart, InvocationRecord, Outcome, Source};
 use sless_core::job::JobRecord;
+use sless_core::resource_version::ResourceVersion;
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
@@ -60,6 +61,12 @@ fn version_number(v: i64) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::Internal(format!("stored version {v} is invalid")))
 }
 
+/// The count a resource version of this store stands for. Errors: `Internal` for one that
+/// this store did not give (it counts 1, 2, …).
+pub(super) fn stored_count(v: &ResourceVersion) -> Result<i64> {
+    v.as_count().map(int).ok_or_else(|| Error::Internal(format!("resource_version {v} was not given by this store")))
+}
+
 /// A row of `functions`.
 #[derive(sqlx::FromRow)]
 pub(super) struct FunctionRow {
@@ -80,7 +87,7 @@ impl FunctionRow {
             status: from_json(&self.status)?,
             namespace: self.namespace,
             name: self.name,
-            resource_version: uint(self.resource_version),
+            resource_version: ResourceVersion::from_count(uint(self.resource_version)),
             active_version: self.active_version.map(version_number).transpose()?,
             created_at: parse_time(&self.created_at)?,
             updated_at: parse_time(&self.updated_at)?,
@@ -117,7 +124,7 @@ pub(super) fn functions_from_json(text: &str) -> Result<Vec<FunctionRecord>> {
                 namespace: d.namespace,
                 name: d.name,
                 spec: d.spec,
-                resource_version: uint(d.resource_version),
+                resource_version: ResourceVersion::from_count(uint(d.resource_version)),
                 active_version: d.active_version.map(version_number).transpose()?,
                 status: d.status,
                 created_at: parse_time(&d.created_at)?,
@@ -148,7 +155,7 @@ macro_rules! resource_record {
             status: from_json(&row.status)?,
             namespace: row.namespace,
             name: row.name,
-            resource_version: uint(row.resource_version),
+            resource_version: ResourceVersion::from_count(uint(row.resource_version)),
             created_at: parse_time(&row.created_at)?,
             updated_at: parse_time(&row.updated_at)?,
         })
@@ -163,7 +170,7 @@ macro_rules! resource_row {
             namespace: r.namespace.clone(),
             name: r.name.clone(),
             spec: to_json(&r.spec)?,
-            resource_version: int(r.resource_version),
+            resource_version: stored_count(&r.resource_version)?,
             status: to_json(&r.status)?,
             created_at: ts(r.created_at),
             updated_at: ts(r.updated_at),

@@ -72,6 +72,10 @@ on_both!(
     invocations_prune_by_age_and_count,
 );
 
+fn rv(count: u64) -> ResourceVersion {
+    ResourceVersion::from_count(count)
+}
+
 fn now() -> DateTime<Utc> {
     Utc::now()
 }
@@ -107,9 +111,9 @@ async fn replace_checks_resource_version(reg: &SqlRegistry) {
     reg.create_function(&record("f")).await.expect("create");
     let mut spec = record("f").spec;
     spec.memory_mb = 256;
-    let updated = reg.replace_spec("default", "f", &spec, Some(1)).await.expect("replace");
-    assert_eq!((updated.resource_version, updated.spec.memory_mb), (2, 256));
-    assert!(matches!(reg.replace_spec("default", "f", &spec, Some(1)).await, Err(Error::Stale { .. })));
+    let updated = reg.replace_spec("default", "f", &spec, Some(&rv(1))).await.expect("replace");
+    assert_eq!((updated.resource_version.as_count(), updated.spec.memory_mb), (Some(2), 256));
+    assert!(matches!(reg.replace_spec("default", "f", &spec, Some(&rv(1))).await, Err(Error::Stale { .. })));
     assert!(matches!(reg.replace_spec("default", "nope", &spec, None).await, Err(Error::NotFound { .. })));
 }
 
@@ -149,7 +153,7 @@ fn trigger(name: &str) -> TriggerRecord {
         namespace: "default".into(),
         name: name.into(),
         spec,
-        resource_version: 1,
+        resource_version: rv(1),
         status: TriggerStatus::new(),
         created_at: at(0),
         updated_at: at(0),
@@ -162,7 +166,7 @@ fn job(name: &str) -> JobRecord {
         namespace: "default".into(),
         name: name.into(),
         spec,
-        resource_version: 1,
+        resource_version: rv(1),
         status: JobStatus::new(),
         created_at: at(0),
         updated_at: at(0),
@@ -239,22 +243,22 @@ async fn triggers_crud(reg: &SqlRegistry) {
     // Replacing the spec bumps resource_version and updated_at.
     let mut spec = trigger("a").spec;
     spec.enabled = false;
-    let replaced = reg.replace_trigger_spec("default", "a", &spec, Some(1)).await.expect("replace");
-    assert_eq!((replaced.resource_version, replaced.spec.enabled), (2, false));
+    let replaced = reg.replace_trigger_spec("default", "a", &spec, Some(&rv(1))).await.expect("replace");
+    assert_eq!((replaced.resource_version.as_count(), replaced.spec.enabled), (Some(2), false));
     assert!(replaced.updated_at > at(0));
     assert_eq!(replaced.created_at, at(0));
     assert_eq!(reg.get_trigger("default", "a").await.expect("get"), replaced);
     assert!(matches!(
-        reg.replace_trigger_spec("default", "a", &spec, Some(1)).await,
+        reg.replace_trigger_spec("default", "a", &spec, Some(&rv(1))).await,
         Err(Error::Stale { expected, current }) if expected == "1" && current == "2"
     ));
-    assert_eq!(reg.replace_trigger_spec("default", "a", &spec, None).await.expect("replace").resource_version, 3);
+    assert_eq!(reg.replace_trigger_spec("default", "a", &spec, None).await.expect("replace").resource_version, rv(3));
     assert!(matches!(
         reg.replace_trigger_spec("default", "nope", &spec, None).await,
         Err(Error::NotFound { kind: "trigger", .. })
     ));
     assert!(matches!(
-        reg.replace_trigger_spec("default", "nope", &spec, Some(1)).await,
+        reg.replace_trigger_spec("default", "nope", &spec, Some(&rv(1))).await,
         Err(Error::NotFound { kind: "trigger", .. })
     ));
 
@@ -268,7 +272,7 @@ async fn triggers_crud(reg: &SqlRegistry) {
     };
     reg.update_trigger_status("default", "a", &status).await.expect("status");
     let got = reg.get_trigger("default", "a").await.expect("get");
-    assert_eq!((got.status, got.resource_version), (status.clone(), 3));
+    assert_eq!((got.status, got.resource_version), (status.clone(), rv(3)));
     assert!(matches!(
         reg.update_trigger_status("default", "nope", &status).await,
         Err(Error::NotFound { kind: "trigger", .. })
@@ -296,10 +300,10 @@ async fn jobs_crud(reg: &SqlRegistry) {
 
     let mut spec = job("a").spec;
     spec.run_id = 2;
-    let replaced = reg.replace_job_spec("default", "a", &spec, Some(1)).await.expect("replace");
-    assert_eq!((replaced.resource_version, replaced.spec.run_id), (2, 2));
+    let replaced = reg.replace_job_spec("default", "a", &spec, Some(&rv(1))).await.expect("replace");
+    assert_eq!((replaced.resource_version.as_count(), replaced.spec.run_id), (Some(2), 2));
     assert!(replaced.updated_at > at(0));
-    assert!(matches!(reg.replace_job_spec("default", "a", &spec, Some(1)).await, Err(Error::Stale { .. })));
+    assert!(matches!(reg.replace_job_spec("default", "a", &spec, Some(&rv(1))).await, Err(Error::Stale { .. })));
     assert!(matches!(
         reg.replace_job_spec("default", "nope", &spec, None).await,
         Err(Error::NotFound { kind: "job", .. })
@@ -308,7 +312,7 @@ async fn jobs_crud(reg: &SqlRegistry) {
     let status = JobStatus { phase: JobPhase::Running, last_run_id: Some(2), ..JobStatus::new() };
     reg.update_job_status("default", "a", &status).await.expect("status");
     let got = reg.get_job("default", "a").await.expect("get");
-    assert_eq!((got.status, got.resource_version), (status.clone(), 2));
+    assert_eq!((got.status, got.resource_version), (status.clone(), rv(2)));
     assert!(matches!(reg.update_job_status("default", "nope", &status).await, Err(Error::NotFound { .. })));
 
     reg.delete_job("default", "a").await.expect("delete");
