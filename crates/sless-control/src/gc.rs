@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
-use sless_core::archive::blob_key;
+use sless_core::archive::{BUILD_LOGS, blob_key, build_log_key};
 use sless_core::status::VersionPhase;
 use sless_core::traits::{BlobStore, Registry, VersionRecord};
 use sless_core::{Error, Result};
@@ -63,7 +63,9 @@ pub struct GcReport {
     pub versions: Vec<CollectedVersion>,
     /// Archives deleted.
     pub archives: Vec<CollectedArchive>,
-    /// The archives' bytes together.
+    /// Build logs deleted (of versions that no longer exist), by key.
+    pub build_logs: Vec<String>,
+    /// The archives' and build logs' bytes together.
     pub bytes_freed: u64,
 }
 
@@ -94,6 +96,8 @@ pub async fn collect(
     // Listed before the references are read: an archive uploaded after this is not a
     // candidate, one uploaded just before is protected by the grace period.
     let stored = blobs.list(ARCHIVES).await?;
+    let logs = blobs.list(BUILD_LOGS).await?;
+    let mut kept_logs = HashSet::new();
     let mut report = GcReport { dry_run: policy.dry_run, ..GcReport::default() };
     let mut referenced = HashSet::new();
     for f in registry.all_functions().await? {
@@ -115,6 +119,7 @@ pub async fn collect(
                     sha256: v.sha256,
                 });
             } else {
+                kept_logs.insert(build_log_key(&f.namespace, &f.name, v.version, &v.sha256));
                 referenced.insert(blob_key(&v.sha256));
             }
         }
@@ -133,7 +138,20 @@ pub async fn collect(
         report.bytes_freed += blob.size_bytes;
         report.archives.push(CollectedArchive { key: blob.key, size_bytes: blob.size_bytes });
     }
+    // A log is written after its version exists: one older than the grace period whose
+    // version is gone (collected above, deleted with its function) is nobody's.
+    for blob in logs {
+        if kept_logs.contains(&blob.key) || blob.last_modified > cutoff {
+            continue;
+        }
+        if !policy.dry_run {
+            blobs.delete(&blob.key).await?;
+        }
+        report.bytes_freed += blob.size_bytes;
+        report.build_logs.push(blob.key);
+    }
     report.archives.sort_by(|a, b| a.key.cmp(&b.key));
+    report.build_logs.sort();
     Ok(report)
 }
 
@@ -175,13 +193,17 @@ mod tests {
 
     /// Uploads `n` versions of `name` the way the API does (archive first), all built.
     async fn upload(reg: &dyn Registry, blobs: &dyn BlobStore, name: &str, n: u32) -> Vec<String> {
-        reg.create_function(&function_record(name)).await.expect("create");
+        reg.create_function(&sless_core::traits::New::from(&function_record(name))).await.expect("create");
         let mut shas = Vec::new();
         for i in 1..=n {
             let sha = format!("{name}{i:063}");
             blobs.put(&blob_key(&sha), Bytes::from(vec![1u8; i as usize])).await.expect("put");
             let (v, _) = reg.add_version("default", name, &sha, u64::from(i), Runtime::Python311).await.expect("add");
-            reg.set_version_build("default", name, v.version, VersionPhase::Ready, "", "").await.expect("build");
+            blobs
+                .put(&build_log_key("default", name, v.version, &sha), Bytes::from_static(b"ok\n"))
+                .await
+                .expect("log");
+            reg.set_version_build("default", name, v.version, VersionPhase::Ready, "").await.expect("build");
             shas.push(sha);
         }
         shas
@@ -208,6 +230,7 @@ mod tests {
         assert!(dry.dry_run);
         assert_eq!(dry.versions.iter().map(|v| v.version).collect::<Vec<_>>(), [1, 3]);
         assert_eq!(dry.archives.len(), 3);
+        assert_eq!(dry.build_logs.len(), 3, "f's versions 1 and 3, g's only one");
         assert_eq!(reg.list_versions("default", "f").await.expect("list").len(), 5);
         assert_eq!(archive_keys(blobs).await.len(), 7);
 
@@ -217,6 +240,7 @@ mod tests {
             report.versions.iter().map(|v| (v.function.as_str(), v.version, v.sha256.as_str())).collect();
         assert_eq!(gone, [("f", 1, f[0].as_str()), ("f", 3, f[2].as_str())]);
         assert!(report.archives.is_empty());
+        assert!(report.build_logs.is_empty(), "logs within the grace period stay");
         let left: Vec<u32> =
             reg.list_versions("default", "f").await.expect("list").into_iter().map(|v| v.version).collect();
         assert_eq!(left, [2, 4, 5]);
@@ -228,7 +252,15 @@ mod tests {
         let mut want = vec![blob_key(&f[0]), blob_key(&f[2]), blob_key(&g[0])];
         want.sort();
         assert_eq!(report.archives.iter().map(|a| a.key.clone()).collect::<Vec<_>>(), want);
-        assert_eq!(report.bytes_freed, 1 + 3 + 1);
+        let mut logs = vec![
+            build_log_key("default", "f", 1, &f[0]),
+            build_log_key("default", "f", 3, &f[2]),
+            build_log_key("default", "g", 1, &g[0]),
+        ];
+        logs.sort();
+        assert_eq!(report.build_logs, logs);
+        assert_eq!(report.bytes_freed, 1 + 3 + 1 + 3 * 3);
+        assert_eq!(blobs.list(BUILD_LOGS).await.expect("logs").len(), 3, "the kept versions' logs stay");
         let mut kept = vec![blob_key(&f[1]), blob_key(&f[3]), blob_key(&f[4]), "archives/notes.txt".to_string()];
         kept.sort();
         assert_eq!(archive_keys(blobs).await, kept);

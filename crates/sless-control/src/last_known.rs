@@ -8,7 +8,9 @@ use sless_core::resource_version::ResourceVersion;
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
-use sless_core::traits::{Change, FunctionRecord, Listed, Page, Registry, VersionRecord};
+use sless_core::traits::{
+    Change, FunctionRecord, Listed, NewFunction, NewJob, NewTrigger, Page, Registry, VersionRecord,
+};
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 use sless_core::{Error, Result};
 use tokio::sync::broadcast;
@@ -77,8 +79,8 @@ impl Registry for LastKnown {
         self.inner.generation()
     }
 
-    async fn create_function(&self, record: &FunctionRecord) -> Result<()> {
-        self.inner.create_function(record).await
+    async fn create_function(&self, new: &NewFunction) -> Result<FunctionRecord> {
+        self.inner.create_function(new).await
     }
 
     async fn get_function(&self, namespace: &str, name: &str) -> Result<FunctionRecord> {
@@ -149,17 +151,12 @@ impl Registry for LastKnown {
         version: u32,
         phase: VersionPhase,
         message: &str,
-        log: &str,
     ) -> Result<()> {
-        self.inner.set_version_build(namespace, function, version, phase, message, log).await
+        self.inner.set_version_build(namespace, function, version, phase, message).await
     }
 
-    async fn build_log(&self, namespace: &str, function: &str, version: u32) -> Result<String> {
-        self.inner.build_log(namespace, function, version).await
-    }
-
-    async fn create_trigger(&self, record: &TriggerRecord) -> Result<()> {
-        self.inner.create_trigger(record).await
+    async fn create_trigger(&self, new: &NewTrigger) -> Result<TriggerRecord> {
+        self.inner.create_trigger(new).await
     }
 
     async fn get_trigger(&self, namespace: &str, name: &str) -> Result<TriggerRecord> {
@@ -192,8 +189,8 @@ impl Registry for LastKnown {
         self.inner.delete_trigger(namespace, name).await
     }
 
-    async fn create_job(&self, record: &JobRecord) -> Result<()> {
-        self.inner.create_job(record).await
+    async fn create_job(&self, new: &NewJob) -> Result<JobRecord> {
+        self.inner.create_job(new).await
     }
 
     async fn get_job(&self, namespace: &str, name: &str) -> Result<JobRecord> {
@@ -241,7 +238,7 @@ mod tests {
         let reg = SqlRegistry::open_sqlite(&dir.path().join("sless.db")).await.expect("open");
         let page = |limit, continue_token| Page { limit, continue_token };
         let cached = LastKnown::new(Arc::new(reg.clone()));
-        reg.create_function(&record("f")).await.expect("create");
+        reg.create_function(&sless_core::traits::New::from(&record("f"))).await.expect("create");
         reg.add_version("default", "f", "aa", 1, Runtime::Python311).await.expect("add");
         let f = cached.get_function("default", "f").await.expect("get");
         let v = cached.get_version("default", "f", 1).await.expect("get version");

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
-use sless_core::archive::blob_key;
+use sless_core::archive::{blob_key, build_log_key};
 use sless_core::decide;
 use sless_core::status::VersionPhase;
 use sless_core::traits::{BlobStore, BuildOutcome, Executor, InvokeTarget, Registry};
@@ -143,8 +143,10 @@ impl Inner {
             Err(sless_core::Error::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e),
         }
+        // The log before the phase: whoever sees the version finished can read its log.
+        self.blobs.put(&build_log_key(ns, name, version, &v.sha256), out.log.into()).await?;
         let phase = if out.ok { VersionPhase::Ready } else { VersionPhase::Failed };
-        self.registry.set_version_build(ns, name, version, phase, &out.message, &out.log).await?;
+        self.registry.set_version_build(ns, name, version, phase, &out.message).await?;
         Ok(())
     }
 }

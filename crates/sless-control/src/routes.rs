@@ -160,7 +160,7 @@ mod tests {
         let cache = RouteCache::new(Arc::new(reg.clone()));
         assert!(matches!(cache.target("default", "f").await, Err(Error::Core(sless_core::Error::NotFound { .. }))));
 
-        reg.create_function(&function_record("f")).await.expect("create");
+        reg.create_function(&sless_core::traits::New::from(&function_record("f"))).await.expect("create");
         assert!(matches!(cache.target("default", "f").await, Err(Error::NotReady(_))));
         let v1 = ready(&reg, "f", "aa").await;
         let t = cache.target("default", "f").await.expect("target");
@@ -189,7 +189,7 @@ mod tests {
             created_at: now,
             updated_at: now,
         };
-        reg.create_trigger(&trigger).await.expect("trigger");
+        reg.create_trigger(&sless_core::traits::New::from(&trigger)).await.expect("trigger");
         assert_eq!(cache.http_trigger("default", "f").await.expect("lookup").map(|t| t.name), Some("f-http".into()));
         assert_eq!(cache.http_trigger("default", "g").await.expect("lookup"), None);
         reg.delete_trigger("default", "f-http").await.expect("delete trigger");

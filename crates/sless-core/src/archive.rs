@@ -65,6 +65,16 @@ pub fn blob_key(sha256: &str) -> String {
     format!("archives/{sha256}.zip")
 }
 
+/// Where build logs are in the blob store (see [`build_log_key`]).
+pub const BUILD_LOGS: &str = "build-logs/";
+
+/// The blob-store key of a version's build log:
+/// `build-logs/<namespace>/<function>/<version>-<sha256>.log` (the SHA-256 keeps a function
+/// created again under the same name from seeing the old one's logs).
+pub fn build_log_key(namespace: &str, function: &str, version: u32, sha256: &str) -> String {
+    format!("{BUILD_LOGS}{namespace}/{function}/{version}-{sha256}.log")
+}
+
 /// Entries that are skipped, not rejected: macOS resource forks and Finder metadata.
 fn skipped(path: &str) -> bool {
     path == "__MACOSX" || path.starts_with("__MACOSX/") || path == ".DS_Store" || path.ends_with("/.DS_Store")

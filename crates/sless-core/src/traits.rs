@@ -37,6 +37,66 @@ pub struct FunctionRecord {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A resource to create, as its creator decides it. The store fills the rest —
+/// `resource_version`, `created_at`, `updated_at` (and a function's `active_version` starts
+/// empty) — and returns the stored record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct New<Spec, Status> {
+    /// The namespace.
+    pub namespace: String,
+    /// The name, unique in its namespace among resources of its kind.
+    pub name: String,
+    /// What the user declared.
+    pub spec: Spec,
+    /// The first status.
+    pub status: Status,
+}
+
+/// A function to create.
+pub type NewFunction = New<FunctionSpec, FunctionStatus>;
+/// A trigger to create.
+pub type NewTrigger = New<TriggerSpec, TriggerStatus>;
+/// A job to create.
+pub type NewJob = New<JobSpec, JobStatus>;
+
+/// The stored record of a created resource, and the resource to create from a record (its
+/// store-owned fields dropped).
+macro_rules! stored_record {
+    ($record:ident, $new:ident $(, $extra:ident: $value:expr)?) => {
+        impl $record {
+            /// The record a store keeps for `new`, created at `at` with `resource_version`.
+            pub fn created(new: $new, resource_version: ResourceVersion, at: DateTime<Utc>) -> Self {
+                $record {
+                    namespace: new.namespace,
+                    name: new.name,
+                    spec: new.spec,
+                    resource_version,
+                    $($extra: $value,)?
+                    status: new.status,
+                    created_at: at,
+                    updated_at: at,
+                }
+            }
+        }
+
+        impl From<$record> for $new {
+            fn from(r: $record) -> Self {
+                New { namespace: r.namespace, name: r.name, spec: r.spec, status: r.status }
+            }
+        }
+
+        impl From<&$record> for $new {
+            fn from(r: &$record) -> Self {
+                r.clone().into()
+            }
+        }
+    };
+}
+
+stored_record!(FunctionRecord, NewFunction, active_version: None);
+stored_record!(TriggerRecord, NewTrigger);
+stored_record!(JobRecord, NewJob);
+
 /// One uploaded code archive of a function.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VersionRecord {
@@ -179,8 +239,8 @@ pub trait Registry: Send + Sync {
     /// an unchanged generation later means the entry is still current, as far as this server
     /// has heard.
     fn generation(&self) -> u64;
-    /// Stores a new function. Errors: `AlreadyExists`.
-    async fn create_function(&self, record: &FunctionRecord) -> Result<()>;
+    /// Stores a new function and returns its record. Errors: `AlreadyExists`.
+    async fn create_function(&self, new: &NewFunction) -> Result<FunctionRecord>;
     /// One function. Errors: `NotFound`.
     async fn get_function(&self, namespace: &str, name: &str) -> Result<FunctionRecord>;
     /// A page of a namespace's functions, sorted by name.
@@ -220,10 +280,11 @@ pub trait Registry: Send + Sync {
     async fn get_version(&self, namespace: &str, function: &str, version: u32) -> Result<VersionRecord>;
     /// All versions of a function, oldest first.
     async fn list_versions(&self, namespace: &str, function: &str) -> Result<Vec<VersionRecord>>;
-    /// Deletes a version with its build log, unless it is the function's active version
+    /// Deletes a version, unless it is the function's active version
     /// (checked atomically). Returns whether it was deleted; a missing one is not an error.
     async fn delete_version(&self, namespace: &str, function: &str, version: u32) -> Result<bool>;
-    /// Records a version's build result and its log.
+    /// Records a version's build result (its log is in the blob store, under
+    /// `archive::build_log_key`).
     async fn set_version_build(
         &self,
         namespace: &str,
@@ -231,13 +292,11 @@ pub trait Registry: Send + Sync {
         version: u32,
         phase: VersionPhase,
         message: &str,
-        log: &str,
     ) -> Result<()>;
-    /// The build log of a version (empty while none was written). Errors: `NotFound`.
-    async fn build_log(&self, namespace: &str, function: &str, version: u32) -> Result<String>;
 
-    /// Stores a new trigger. Errors: `AlreadyExists`.
-    async fn create_trigger(&self, record: &TriggerRecord) -> Result<()>;
+    /// Stores a new trigger and returns its record. Errors: `AlreadyExists` (also for a
+    /// second http trigger of one function).
+    async fn create_trigger(&self, new: &NewTrigger) -> Result<TriggerRecord>;
     /// One trigger. Errors: `NotFound`.
     async fn get_trigger(&self, namespace: &str, name: &str) -> Result<TriggerRecord>;
     /// A page of a namespace's triggers, sorted by name.
@@ -258,8 +317,8 @@ pub trait Registry: Send + Sync {
     /// Deletes a trigger. Errors: `NotFound`.
     async fn delete_trigger(&self, namespace: &str, name: &str) -> Result<()>;
 
-    /// Stores a new job. Errors: `AlreadyExists`.
-    async fn create_job(&self, record: &JobRecord) -> Result<()>;
+    /// Stores a new job and returns its record. Errors: `AlreadyExists`.
+    async fn create_job(&self, new: &NewJob) -> Result<JobRecord>;
     /// One job. Errors: `NotFound`.
     async fn get_job(&self, namespace: &str, name: &str) -> Result<JobRecord>;
     /// A page of a namespace's jobs, sorted by name.

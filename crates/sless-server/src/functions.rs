@@ -10,13 +10,14 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sless_core::archive::{blob_key, check};
+use sless_core::archive::{blob_key, build_log_key, check};
 use sless_core::decide::{UploadAction, upload_action};
 use sless_core::names::validate_name;
 use sless_core::resource_version::ResourceVersion;
 use sless_core::spec::{FunctionSpec, check_same_name};
 use sless_core::status::{FunctionStatus, VersionPhase};
 use sless_core::traits::FunctionRecord;
+use sless_core::traits::New;
 
 use crate::body::{content_length, discard, media_type, read_json, read_limited};
 use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
@@ -62,18 +63,8 @@ pub(crate) async fn create(
     check_namespace(&body, &ns)?;
     let (name, spec) = FunctionSpec::from_json(&body)?;
     let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
-    let now = Utc::now();
-    let record = FunctionRecord {
-        namespace: ns,
-        name,
-        spec,
-        resource_version: ResourceVersion::from_count(1),
-        active_version: None,
-        status: FunctionStatus::pending(now),
-        created_at: now,
-        updated_at: now,
-    };
-    state.registry.create_function(&record).await?;
+    let new = New { namespace: ns, name, spec, status: FunctionStatus::pending(Utc::now()) };
+    let record = state.registry.create_function(&new).await?;
     Ok(function_response(&state, StatusCode::CREATED, &record))
 }
 
@@ -215,7 +206,7 @@ pub(crate) async fn upload(
     match action {
         UploadAction::Build => {
             if !created {
-                state.registry.set_version_build(ns, name, version.version, VersionPhase::Building, "", "").await?;
+                state.registry.set_version_build(ns, name, version.version, VersionPhase::Building, "").await?;
             }
             state.rollouts.start(ns, name, version.version);
         }
@@ -302,6 +293,12 @@ pub(crate) async fn version(State(state): State<AppState>, Path(p): Path<Version
 
 pub(crate) async fn build_log(State(state): State<AppState>, Path(p): Path<VersionPath>) -> ApiResult<Response> {
     let (ns, name, v) = p.validated()?;
-    let log = state.registry.build_log(ns, name, v).await?;
+    let version = state.registry.get_version(ns, name, v).await?;
+    // Empty until the build has written its log.
+    let log = match state.blobs.get(&build_log_key(ns, name, v, &version.sha256)).await {
+        Ok(bytes) => bytes,
+        Err(sless_core::Error::NotFound { .. }) => bytes::Bytes::new(),
+        Err(e) => return Err(e.into()),
+    };
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
 }

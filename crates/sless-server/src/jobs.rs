@@ -5,12 +5,11 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use chrono::Utc;
 use serde_json::Value;
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
 use sless_core::names::validate_name;
-use sless_core::resource_version::ResourceVersion;
 use sless_core::spec::check_same_name;
+use sless_core::traits::New;
 
 use crate::body::read_json;
 use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
@@ -31,17 +30,8 @@ pub(crate) async fn create(
     check_namespace(&body, &ns)?;
     let (name, spec) = JobSpec::from_json(&body)?;
     let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
-    let now = Utc::now();
-    let record = JobRecord {
-        namespace: ns,
-        name,
-        spec,
-        resource_version: ResourceVersion::from_count(1),
-        status: JobStatus::new(),
-        created_at: now,
-        updated_at: now,
-    };
-    state.registry.create_job(&record).await?;
+    let new = New { namespace: ns, name, spec, status: JobStatus::new() };
+    let record = state.registry.create_job(&new).await?;
     Ok(with_etag(StatusCode::CREATED, render(&record), &record.resource_version))
 }
 

@@ -5,12 +5,11 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use chrono::Utc;
 use serde_json::Value;
 use sless_core::names::validate_name;
-use sless_core::resource_version::ResourceVersion;
 use sless_core::schedule::check as check_schedule;
 use sless_core::spec::check_same_name;
+use sless_core::traits::New;
 use sless_core::traits::Page;
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus, TriggerType};
 
@@ -65,17 +64,8 @@ pub(crate) async fn create(
     let (name, spec) = TriggerSpec::from_json(&body, check_schedule)?;
     let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
     check_unique_http(&state, &ns, &name, &spec).await?;
-    let now = Utc::now();
-    let record = TriggerRecord {
-        namespace: ns,
-        name,
-        spec,
-        resource_version: ResourceVersion::from_count(1),
-        status: TriggerStatus::new(),
-        created_at: now,
-        updated_at: now,
-    };
-    state.registry.create_trigger(&record).await?;
+    let new = New { namespace: ns, name, spec, status: TriggerStatus::new() };
+    let record = state.registry.create_trigger(&new).await?;
     Ok(with_etag(StatusCode::CREATED, render(&record), &record.resource_version))
 }
 

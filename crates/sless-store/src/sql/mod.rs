@@ -28,7 +28,8 @@ use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
 use sless_core::traits::{
-    Change, ChangeFeed, FunctionRecord, InvocationLog, Kind, Listed, Page, Registry, VersionRecord,
+    Change, ChangeFeed, FunctionRecord, InvocationLog, Kind, Listed, NewFunction, NewJob, NewTrigger, Page, Registry,
+    VersionRecord,
 };
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 use sless_core::{Error, Result};
@@ -478,8 +479,10 @@ impl Registry for SqlRegistry {
         self.changes.generation()
     }
 
-    async fn create_function(&self, r: &FunctionRecord) -> Result<()> {
-        self.insert_row(&FUNCTIONS, &ResourceRow::from_function(r)?, Some(r.active_version.map(i64::from))).await
+    async fn create_function(&self, new: &NewFunction) -> Result<FunctionRecord> {
+        let r = FunctionRecord::created(new.clone(), ResourceVersion::from_count(1), rows::stored_now());
+        self.insert_row(&FUNCTIONS, &ResourceRow::from_function(&r)?, Some(None)).await?;
+        Ok(r)
     }
 
     async fn get_function(&self, namespace: &str, name: &str) -> Result<FunctionRecord> {
@@ -632,16 +635,15 @@ impl Registry for SqlRegistry {
         version: u32,
         phase: VersionPhase,
         message: &str,
-        log: &str,
     ) -> Result<()> {
+        // The `build_log` column is no longer written: logs are blobs (`build_log_key`).
         let affected = with_pool!(&self.pool, |p| {
             sqlx::query(
-                "UPDATE versions SET phase = $1, message = $2, build_log = $3 \
-                 WHERE namespace = $4 AND function = $5 AND version = $6",
+                "UPDATE versions SET phase = $1, message = $2 \
+                 WHERE namespace = $3 AND function = $4 AND version = $5",
             )
             .bind(phase.as_str())
             .bind(message)
-            .bind(log)
             .bind(namespace)
             .bind(function)
             .bind(i64::from(version))
@@ -656,21 +658,10 @@ impl Registry for SqlRegistry {
         Ok(())
     }
 
-    async fn build_log(&self, namespace: &str, function: &str, version: u32) -> Result<String> {
-        let log: Option<String> = with_pool!(&self.pool, |p| {
-            sqlx::query_scalar("SELECT build_log FROM versions WHERE namespace = $1 AND function = $2 AND version = $3")
-                .bind(namespace)
-                .bind(function)
-                .bind(i64::from(version))
-                .fetch_optional(p)
-                .await
-        })
-        .map_err(db_err)?;
-        log.ok_or_else(|| Error::NotFound { kind: "version", name: format!("{function}/{version}") })
-    }
-
-    async fn create_trigger(&self, r: &TriggerRecord) -> Result<()> {
-        self.insert_row(&TRIGGERS, &ResourceRow::from_trigger(r)?, None).await
+    async fn create_trigger(&self, new: &NewTrigger) -> Result<TriggerRecord> {
+        let r = TriggerRecord::created(new.clone(), ResourceVersion::from_count(1), rows::stored_now());
+        self.insert_row(&TRIGGERS, &ResourceRow::from_trigger(&r)?, None).await?;
+        Ok(r)
     }
 
     async fn get_trigger(&self, namespace: &str, name: &str) -> Result<TriggerRecord> {
@@ -704,8 +695,10 @@ impl Registry for SqlRegistry {
         self.delete_row(&TRIGGERS, namespace, name).await
     }
 
-    async fn create_job(&self, r: &JobRecord) -> Result<()> {
-        self.insert_row(&JOBS, &ResourceRow::from_job(r)?, None).await
+    async fn create_job(&self, new: &NewJob) -> Result<JobRecord> {
+        let r = JobRecord::created(new.clone(), ResourceVersion::from_count(1), rows::stored_now());
+        self.insert_row(&JOBS, &ResourceRow::from_job(&r)?, None).await?;
+        Ok(r)
     }
 
     async fn get_job(&self, namespace: &str, name: &str) -> Result<JobRecord> {
@@ -859,11 +852,11 @@ mod sqlite_page_tests {
             r.spec.max_instances = Some(3);
             r.active_version = (i > 0).then_some(7);
             r.status.message = "a \"quoted\" message".into();
-            reg.create_function(&r).await.expect("create");
+            reg.create_function(&sless_core::traits::New::from(&r)).await.expect("create");
         }
         let mut other = function_record("c");
         other.namespace = "other".into();
-        reg.create_function(&other).await.expect("create");
+        reg.create_function(&sless_core::traits::New::from(&other)).await.expect("create");
 
         let mut want = Vec::new();
         for name in ["a", "a-1", "b"] {

@@ -42,6 +42,13 @@ pub(super) fn parse_time(s: &str) -> Result<DateTime<Utc>> {
 }
 
 /// A time as stored: RFC 3339 UTC with milliseconds, so text order is time order.
+/// Now, at the precision times are stored with (ms), so a record returned by a write equals
+/// the one a read returns.
+pub(super) fn stored_now() -> DateTime<Utc> {
+    use chrono::SubsecRound;
+    Utc::now().trunc_subsecs(3)
+}
+
 pub(super) fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
