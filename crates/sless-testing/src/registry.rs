@@ -108,6 +108,12 @@ impl FakeRegistry {
         self.silenced.store(false, Ordering::SeqCst);
     }
 
+    /// Announces `change` without a write (even while silenced), as another server's
+    /// announcement arriving would: wakes the subscribers and moves the generation on.
+    pub fn announce_only(&self, change: Change) {
+        self.feed.send(change);
+    }
+
     /// How many announcements were dropped while silenced.
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::SeqCst)
