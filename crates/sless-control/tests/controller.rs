@@ -80,7 +80,7 @@ impl Harness {
     async fn barrier(&self, probe: &str) {
         let probe_fn = format!("{probe}-fn");
         self.reg.seed_function(&FunctionBuilder::new(&probe_fn).ready_at(1).build()).await.expect("probe fn");
-        self.reg.create_job(&JobBuilder::new(probe, &probe_fn).build()).await.expect("probe");
+        self.reg.create_job(&JobBuilder::new(probe, &probe_fn).build().into()).await.expect("probe");
         self.job_until(probe, "the probe job ran", |j| j.status.phase == JobPhase::Succeeded).await;
     }
 
@@ -110,13 +110,16 @@ async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: imp
 #[tokio::test]
 async fn triggers_wait_for_their_function_and_become_active_when_it_is_ready() {
     let h = Harness::start(NO_RESYNC).await;
-    h.reg.create_trigger(&TriggerBuilder::http("web", "f").build()).await.expect("http");
-    h.reg.create_trigger(&TriggerBuilder::cron("nightly", "f").schedule("0 1 * * *").build()).await.expect("cron");
+    h.reg.create_trigger(&TriggerBuilder::http("web", "f").build().into()).await.expect("http");
+    h.reg
+        .create_trigger(&TriggerBuilder::cron("nightly", "f").schedule("0 1 * * *").build().into())
+        .await
+        .expect("cron");
     let t =
         h.trigger_until("web", "waiting for a missing function", |t| t.status.message.contains("does not exist")).await;
     assert_eq!(t.status.phase, TriggerPhase::Waiting);
 
-    h.reg.create_function(&FunctionBuilder::new("f").build()).await.expect("function");
+    h.reg.create_function(&FunctionBuilder::new("f").build().into()).await.expect("function");
     let t = h.trigger_until("web", "waiting for code", |t| t.status.message.contains("no code")).await;
     assert_eq!(t.status.phase, TriggerPhase::Waiting);
     let ready = t.status.conditions.iter().find(|c| c.type_ == "Ready").expect("Ready condition");
@@ -142,14 +145,14 @@ async fn triggers_wait_for_their_function_and_become_active_when_it_is_ready() {
 async fn a_job_waits_then_runs_once_its_function_is_ready_and_records_the_outcome() {
     let h = Harness::start(NO_RESYNC).await;
     h.reg
-        .create_job(&JobBuilder::new("backfill", "f").payload(json!({"day": "2026-11-28"})).build())
+        .create_job(&JobBuilder::new("backfill", "f").payload(json!({"day": "2026-11-28"})).build().into())
         .await
         .expect("job");
     let j = h.job_until("backfill", "waiting", |j| j.status.message.contains("does not exist")).await;
     assert_eq!((j.status.phase, j.status.last_run_id), (JobPhase::Waiting, None));
 
     h.exec.hold("f");
-    h.reg.create_function(&FunctionBuilder::new("f").build()).await.expect("function");
+    h.reg.create_function(&FunctionBuilder::new("f").build().into()).await.expect("function");
     h.reg.deploy("default", "f", "aa").await.expect("deploy");
     let j = h.job_until("backfill", "running", |j| j.status.phase == JobPhase::Running).await;
     assert_eq!(j.status.last_run_id, Some(1), "the run is recorded before the call");
@@ -175,7 +178,7 @@ async fn a_run_that_fails_fails_the_job_with_its_outcome() {
     let h = Harness::start(NO_RESYNC).await;
     h.exec.on_invoke("f", InvokeResult::Failed { error_type: "ValueError".into(), error_message: "bad day".into() });
     h.reg.seed_function(&FunctionBuilder::new("f").ready_at(1).build()).await.expect("function");
-    h.reg.create_job(&JobBuilder::new("j", "f").build()).await.expect("job");
+    h.reg.create_job(&JobBuilder::new("j", "f").build().into()).await.expect("job");
     let j = h.job_until("j", "failed", |j| j.status.phase == JobPhase::Failed).await;
     let run = j.status.last_run.expect("last run");
     assert_eq!((run.status_code, run.outcome.as_str()), (502, "error"));
@@ -188,7 +191,7 @@ async fn a_run_that_fails_fails_the_job_with_its_outcome() {
 async fn bumping_run_id_runs_the_job_again_and_the_same_run_id_does_not() {
     let h = Harness::start(NO_RESYNC).await;
     h.reg.seed_function(&FunctionBuilder::new("f").ready_at(1).build()).await.expect("function");
-    h.reg.create_job(&JobBuilder::new("j", "f").run_id(1).build()).await.expect("job");
+    h.reg.create_job(&JobBuilder::new("j", "f").run_id(1).build().into()).await.expect("job");
     h.job_until("j", "the first run", |j| j.status.phase == JobPhase::Succeeded).await;
 
     // A spec change that keeps run_id (a new payload) does not run the job again.
@@ -213,8 +216,8 @@ async fn bumping_run_id_runs_the_job_again_and_the_same_run_id_does_not() {
 async fn run_id_zero_is_skipped_and_a_disabled_job_waits_without_running() {
     let h = Harness::start(NO_RESYNC).await;
     h.reg.seed_function(&FunctionBuilder::new("f").ready_at(1).build()).await.expect("function");
-    h.reg.create_job(&JobBuilder::new("zero", "f").run_id(0).build()).await.expect("job");
-    h.reg.create_job(&JobBuilder::new("off", "f").disabled().build()).await.expect("job");
+    h.reg.create_job(&JobBuilder::new("zero", "f").run_id(0).build().into()).await.expect("job");
+    h.reg.create_job(&JobBuilder::new("off", "f").disabled().build().into()).await.expect("job");
     let zero = h.job_until("zero", "skipped", |j| j.status.phase == JobPhase::Skipped).await;
     assert_eq!(zero.status.last_run_id, None);
     let off = h.job_until("off", "waiting", |j| j.status.message.contains("disabled")).await;
@@ -234,9 +237,9 @@ async fn run_id_zero_is_skipped_and_a_disabled_job_waits_without_running() {
 #[tokio::test]
 async fn a_failed_function_fails_its_triggers_and_jobs() {
     let h = Harness::start(NO_RESYNC).await;
-    h.reg.create_function(&FunctionBuilder::new("f").build()).await.expect("function");
-    h.reg.create_trigger(&TriggerBuilder::cron("t", "f").build()).await.expect("trigger");
-    h.reg.create_job(&JobBuilder::new("j", "f").build()).await.expect("job");
+    h.reg.create_function(&FunctionBuilder::new("f").build().into()).await.expect("function");
+    h.reg.create_trigger(&TriggerBuilder::cron("t", "f").build().into()).await.expect("trigger");
+    h.reg.create_job(&JobBuilder::new("j", "f").build().into()).await.expect("job");
     h.job_until("j", "waiting", |j| j.status.message.contains("no code")).await;
 
     h.reg.deploy_failing("default", "f", "aa", "SyntaxError: invalid syntax").await.expect("failing build");
@@ -257,9 +260,9 @@ async fn a_failed_function_fails_its_triggers_and_jobs() {
 #[tokio::test]
 async fn a_lost_notification_is_repaired_by_the_periodic_resync() {
     let h = Harness::start(Duration::from_millis(200)).await;
-    h.reg.create_function(&FunctionBuilder::new("f").build()).await.expect("function");
-    h.reg.create_trigger(&TriggerBuilder::http("web", "f").build()).await.expect("trigger");
-    h.reg.create_job(&JobBuilder::new("j", "f").build()).await.expect("job");
+    h.reg.create_function(&FunctionBuilder::new("f").build().into()).await.expect("function");
+    h.reg.create_trigger(&TriggerBuilder::http("web", "f").build().into()).await.expect("trigger");
+    h.reg.create_job(&JobBuilder::new("j", "f").build().into()).await.expect("job");
     h.job_until("j", "waiting", |j| j.status.message.contains("no code")).await;
 
     // The deploy is stored but nobody hears of it (and, silenced, nor of the controllers'
@@ -279,7 +282,7 @@ async fn a_pass_that_hits_a_storage_failure_is_retried() {
     let h = Harness::start(Duration::from_millis(300)).await;
     h.reg.seed_function(&FunctionBuilder::new("f").ready_at(1).build()).await.expect("function");
     h.reg.silence();
-    h.reg.create_job(&JobBuilder::new("j", "f").build()).await.expect("job");
+    h.reg.create_job(&JobBuilder::new("j", "f").build().into()).await.expect("job");
     h.reg.unsilence();
     // Every call fails until the controllers have hit it at least once.
     h.reg.failures().fail_all(true);
@@ -296,7 +299,9 @@ async fn a_cron_trigger_fires_its_function_with_a_cron_event() {
     let h = Harness::start(NO_RESYNC).await;
     h.reg.seed_function(&FunctionBuilder::new("f").ready_at(1).build()).await.expect("function");
     h.reg
-        .create_trigger(&TriggerBuilder::cron("tick", "f").schedule("@every 1s").payload(json!({"n": 1})).build())
+        .create_trigger(
+            &TriggerBuilder::cron("tick", "f").schedule("@every 1s").payload(json!({"n": 1})).build().into(),
+        )
         .await
         .expect("trigger");
     let call = eventually("a cron call", || async { h.exec.invocations_of("f").into_iter().next() }).await;

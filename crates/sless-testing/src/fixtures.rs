@@ -19,6 +19,7 @@ use serde_json::Value;
 use sless_core::decide;
 use sless_core::invocation::{InvocationRecord, Outcome, Source};
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
+use sless_core::resource_version::ResourceVersion;
 use sless_core::runtime::Runtime;
 use sless_core::spec::{DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_SEC, FunctionSpec};
 use sless_core::status::FunctionStatus;
@@ -53,7 +54,7 @@ pub struct FunctionBuilder {
     name: String,
     spec: FunctionSpec,
     phase: Phase,
-    resource_version: u64,
+    resource_version: ResourceVersion,
     at: DateTime<Utc>,
 }
 
@@ -75,7 +76,7 @@ impl FunctionBuilder {
                 idle_timeout_sec: None,
             },
             phase: Phase::Pending,
-            resource_version: 1,
+            resource_version: ResourceVersion::from_count(1),
             at: Utc::now(),
         }
     }
@@ -142,9 +143,9 @@ impl FunctionBuilder {
         self
     }
 
-    /// With `resource_version`.
+    /// With `resource_version` (a count, as the SQL store gives).
     pub fn resource_version(mut self, resource_version: u64) -> Self {
-        self.resource_version = resource_version;
+        self.resource_version = ResourceVersion::from_count(resource_version);
         self
     }
 
@@ -184,7 +185,7 @@ pub struct TriggerBuilder {
     name: String,
     spec: TriggerSpec,
     status: TriggerStatus,
-    resource_version: u64,
+    resource_version: ResourceVersion,
     at: DateTime<Utc>,
 }
 
@@ -205,7 +206,7 @@ impl TriggerBuilder {
                 prewarm_sec: 0,
             },
             status: TriggerStatus::new(),
-            resource_version: 1,
+            resource_version: ResourceVersion::from_count(1),
             at: Utc::now(),
         }
     }
@@ -268,9 +269,9 @@ impl TriggerBuilder {
         self
     }
 
-    /// With `resource_version`.
+    /// With `resource_version` (a count, as the SQL store gives).
     pub fn resource_version(mut self, resource_version: u64) -> Self {
-        self.resource_version = resource_version;
+        self.resource_version = ResourceVersion::from_count(resource_version);
         self
     }
 
@@ -302,7 +303,7 @@ pub struct JobBuilder {
     name: String,
     spec: JobSpec,
     status: JobStatus,
-    resource_version: u64,
+    resource_version: ResourceVersion,
     at: DateTime<Utc>,
 }
 
@@ -314,7 +315,7 @@ impl JobBuilder {
             name: name.into(),
             spec: JobSpec { function: function.into(), run_id: 1, payload: Value::Null, enabled: true },
             status: JobStatus::new(),
-            resource_version: 1,
+            resource_version: ResourceVersion::from_count(1),
             at: Utc::now(),
         }
     }
@@ -349,9 +350,9 @@ impl JobBuilder {
         self
     }
 
-    /// With `resource_version`.
+    /// With `resource_version` (a count, as the SQL store gives).
     pub fn resource_version(mut self, resource_version: u64) -> Self {
-        self.resource_version = resource_version;
+        self.resource_version = ResourceVersion::from_count(resource_version);
         self
     }
 

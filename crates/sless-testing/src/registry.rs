@@ -7,10 +7,13 @@ use std::sync::{Mutex, MutexGuard};
 use chrono::Utc;
 use sless_core::decide;
 use sless_core::job::{JobRecord, JobSpec, JobStatus};
+use sless_core::resource_version::ResourceVersion;
 use sless_core::runtime::Runtime;
 use sless_core::spec::FunctionSpec;
 use sless_core::status::{FunctionStatus, VersionPhase};
-use sless_core::traits::{Change, ChangeFeed, FunctionRecord, Kind, Page, Registry, VersionRecord};
+use sless_core::traits::{
+    Change, ChangeFeed, FunctionRecord, Kind, Listed, NewFunction, NewJob, NewTrigger, Page, Registry, VersionRecord,
+};
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 use sless_core::{Error, Result};
 use tokio::sync::broadcast;
@@ -21,11 +24,10 @@ use crate::table::{Resource, Table};
 /// How many changes a subscriber may fall behind before it lags (as the SQL registry).
 const CHANGE_CAPACITY: usize = 1024;
 
-/// A stored version with its build log.
+/// A stored version.
 #[derive(Debug, Clone)]
 struct StoredVersion {
     record: VersionRecord,
-    log: String,
 }
 
 #[derive(Debug, Default)]
@@ -146,7 +148,6 @@ impl FakeRegistry {
                             message: String::new(),
                             created_at: record.created_at,
                         },
-                        log: String::new(),
                     });
                     versions.sort_by_key(|v| v.record.version);
                 }
@@ -180,7 +181,7 @@ impl FakeRegistry {
         let (status, active) = decide::status_after_build(&f.status, f.active_version, v.version, ok, why, Utc::now());
         self.update_status(namespace, name, &status, active).await?;
         let phase = if ok { VersionPhase::Ready } else { VersionPhase::Failed };
-        self.set_version_build(namespace, name, v.version, phase, why, why).await?;
+        self.set_version_build(namespace, name, v.version, phase, why).await?;
         Ok(v.version)
     }
 
@@ -220,9 +221,14 @@ impl FakeRegistry {
         }
     }
 
-    fn create<R: Resource>(&self, table: impl FnOnce(&mut State) -> &mut Table<R>, record: &R) -> Result<()> {
+    /// Stores `record` (made from what the creator decided, with the store-owned fields
+    /// filled as the SQL store fills them) and returns it.
+    fn create<R: Resource>(&self, table: impl FnOnce(&mut State) -> &mut Table<R>, record: R) -> Result<R> {
         let (namespace, name) = record.key();
-        self.write("create", R::CHANGE, namespace, name, |s| table(s).insert(record).map(|()| ((), true)))
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        self.write("create", R::CHANGE, &namespace, &name, |s| {
+            table(s).insert(&record).map(|()| (record.clone(), true))
+        })
     }
 
     fn replace<R: Resource>(
@@ -231,7 +237,7 @@ impl FakeRegistry {
         namespace: &str,
         name: &str,
         spec: &R::Spec,
-        expected: Option<u64>,
+        expected: Option<&ResourceVersion>,
     ) -> Result<R> {
         self.write("replace", R::CHANGE, namespace, name, |s| {
             table(s).replace(namespace, name, spec, expected).map(|r| (r, true))
@@ -270,7 +276,8 @@ impl Registry for FakeRegistry {
         self.feed.generation()
     }
 
-    async fn create_function(&self, record: &FunctionRecord) -> Result<()> {
+    async fn create_function(&self, new: &NewFunction) -> Result<FunctionRecord> {
+        let record = FunctionRecord::created(new.clone(), ResourceVersion::from_count(1), Utc::now());
         self.create(|s| &mut s.functions, record)
     }
 
@@ -278,7 +285,7 @@ impl Registry for FakeRegistry {
         self.read("get_function", |s| s.functions.get(namespace, name))
     }
 
-    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Vec<FunctionRecord>> {
+    async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Listed<FunctionRecord>> {
         self.read("list_functions", |s| Ok(s.functions.page(namespace, page)))
     }
 
@@ -291,7 +298,7 @@ impl Registry for FakeRegistry {
         namespace: &str,
         name: &str,
         spec: &FunctionSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<FunctionRecord> {
         self.replace(|s| &mut s.functions, namespace, name, spec, expected_resource_version)
     }
@@ -349,7 +356,7 @@ impl Registry for FakeRegistry {
                 message: String::new(),
                 created_at: Utc::now(),
             };
-            versions.push(StoredVersion { record: record.clone(), log: String::new() });
+            versions.push(StoredVersion { record: record.clone() });
             Ok(((record, true), true))
         })
     }
@@ -394,7 +401,6 @@ impl Registry for FakeRegistry {
         version: u32,
         phase: VersionPhase,
         message: &str,
-        log: &str,
     ) -> Result<()> {
         // A missing version is not an error (the SQL `UPDATE` matches nothing and says nothing).
         self.write("set_version_build", Kind::Function, namespace, function, |s| {
@@ -403,22 +409,12 @@ impl Registry for FakeRegistry {
             let Some(v) = found else { return Ok(((), false)) };
             v.record.phase = phase;
             v.record.message = message.into();
-            v.log = log.into();
             Ok(((), true))
         })
     }
 
-    async fn build_log(&self, namespace: &str, function: &str, version: u32) -> Result<String> {
-        self.read("build_log", |s| {
-            s.versions(namespace, function)
-                .iter()
-                .find(|v| v.record.version == version)
-                .map(|v| v.log.clone())
-                .ok_or_else(|| version_not_found(function, version))
-        })
-    }
-
-    async fn create_trigger(&self, record: &TriggerRecord) -> Result<()> {
+    async fn create_trigger(&self, new: &NewTrigger) -> Result<TriggerRecord> {
+        let record = TriggerRecord::created(new.clone(), ResourceVersion::from_count(1), Utc::now());
         self.create(|s| &mut s.triggers, record)
     }
 
@@ -426,7 +422,7 @@ impl Registry for FakeRegistry {
         self.read("get_trigger", |s| s.triggers.get(namespace, name))
     }
 
-    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Vec<TriggerRecord>> {
+    async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Listed<TriggerRecord>> {
         self.read("list_triggers", |s| Ok(s.triggers.page(namespace, page)))
     }
 
@@ -439,7 +435,7 @@ impl Registry for FakeRegistry {
         namespace: &str,
         name: &str,
         spec: &TriggerSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<TriggerRecord> {
         self.replace(|s| &mut s.triggers, namespace, name, spec, expected_resource_version)
     }
@@ -452,7 +448,8 @@ impl Registry for FakeRegistry {
         self.delete(|s| &mut s.triggers, namespace, name)
     }
 
-    async fn create_job(&self, record: &JobRecord) -> Result<()> {
+    async fn create_job(&self, new: &NewJob) -> Result<JobRecord> {
+        let record = JobRecord::created(new.clone(), ResourceVersion::from_count(1), Utc::now());
         self.create(|s| &mut s.jobs, record)
     }
 
@@ -460,7 +457,7 @@ impl Registry for FakeRegistry {
         self.read("get_job", |s| s.jobs.get(namespace, name))
     }
 
-    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Vec<JobRecord>> {
+    async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Listed<JobRecord>> {
         self.read("list_jobs", |s| Ok(s.jobs.page(namespace, page)))
     }
 
@@ -473,7 +470,7 @@ impl Registry for FakeRegistry {
         namespace: &str,
         name: &str,
         spec: &JobSpec,
-        expected_resource_version: Option<u64>,
+        expected_resource_version: Option<&ResourceVersion>,
     ) -> Result<JobRecord> {
         self.replace(|s| &mut s.jobs, namespace, name, spec, expected_resource_version)
     }

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sless_core::job::{JobRecord, JobSpec};
+use sless_core::resource_version::ResourceVersion;
 use sless_core::spec::FunctionSpec;
-use sless_core::traits::{FunctionRecord, Kind, Page};
+use sless_core::traits::{FunctionRecord, Kind, Listed, Page};
 use sless_core::trigger::{TriggerRecord, TriggerSpec};
 use sless_core::{Error, Result};
 
@@ -23,29 +24,31 @@ pub(crate) trait Resource: Clone {
     /// Its namespace and name.
     fn key(&self) -> (&str, &str);
     /// The current resource version.
-    fn resource_version(&self) -> u64;
+    fn resource_version(&self) -> &ResourceVersion;
     /// Replaces the spec, moves the resource version on and stamps `updated_at`.
     fn replace(&mut self, spec: &Self::Spec, now: DateTime<Utc>);
 }
 
 /// `Stale` unless `expected` is `None` or equals `current` (the SQL store's conditional
 /// `UPDATE`, `crates/sless-store/src/sql/mod.rs` `replace_row`).
-pub(crate) fn check_expected(expected: Option<u64>, current: u64) -> Result<()> {
+pub(crate) fn check_expected(expected: Option<&ResourceVersion>, current: &ResourceVersion) -> Result<()> {
     match expected {
         Some(e) if e != current => Err(Error::Stale { expected: e.to_string(), current: current.to_string() }),
         _ => Ok(()),
     }
 }
 
-/// The resource version after a spec change.
-pub(crate) fn next_resource_version(current: u64) -> u64 {
-    current + 1
+/// The resource version after a spec change (the SQL store counts: 1, 2, …).
+pub(crate) fn next_resource_version(current: &ResourceVersion) -> ResourceVersion {
+    ResourceVersion::from_count(current.as_count().unwrap_or(0) + 1)
 }
 
-/// One page of `items` (sorted by name): at most `page.limit` after `page.after`.
-pub(crate) fn page_of<'a, R: Resource + 'a>(items: impl Iterator<Item = &'a R>, page: &Page) -> Vec<R> {
-    let after = page.after.as_deref().unwrap_or("");
-    items.filter(|r| r.key().1 > after).take(page.limit as usize).cloned().collect()
+/// One page of `items` (sorted by name): at most `page.limit` after the continue token
+/// (the last name of the page before, as the SQL store's).
+pub(crate) fn page_of<'a, R: Resource + 'a>(items: impl Iterator<Item = &'a R>, page: &Page) -> Listed<R> {
+    let after = page.continue_token.as_deref().unwrap_or("");
+    let items: Vec<R> = items.filter(|r| r.key().1 > after).take(page.limit as usize + 1).cloned().collect();
+    Listed::from_overfetch(items, page.limit, |r| r.key().1.to_string())
 }
 
 macro_rules! resource {
@@ -57,12 +60,12 @@ macro_rules! resource {
             fn key(&self) -> (&str, &str) {
                 (&self.namespace, &self.name)
             }
-            fn resource_version(&self) -> u64 {
-                self.resource_version
+            fn resource_version(&self) -> &ResourceVersion {
+                &self.resource_version
             }
             fn replace(&mut self, spec: &$spec, now: DateTime<Utc>) {
                 self.spec = spec.clone();
-                self.resource_version = next_resource_version(self.resource_version);
+                self.resource_version = next_resource_version(&self.resource_version);
                 self.updated_at = now;
             }
         }
@@ -116,7 +119,7 @@ impl<R: Resource> Table<R> {
     }
 
     /// A page of a namespace, sorted by name.
-    pub(crate) fn page(&self, namespace: &str, page: &Page) -> Vec<R> {
+    pub(crate) fn page(&self, namespace: &str, page: &Page) -> Listed<R> {
         page_of(self.rows.values().filter(|r| r.key().0 == namespace), page)
     }
 
@@ -126,7 +129,13 @@ impl<R: Resource> Table<R> {
     }
 
     /// Replaces the spec when `expected` is `None` or current. Errors: `NotFound`, `Stale`.
-    pub(crate) fn replace(&mut self, namespace: &str, name: &str, spec: &R::Spec, expected: Option<u64>) -> Result<R> {
+    pub(crate) fn replace(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        spec: &R::Spec,
+        expected: Option<&ResourceVersion>,
+    ) -> Result<R> {
         let row = self.rows.get_mut(&key(namespace, name)).ok_or_else(|| Self::not_found(name))?;
         check_expected(expected, row.resource_version())?;
         row.replace(spec, Utc::now());

@@ -7,11 +7,12 @@ use serde_json::json;
 use sless_core::Error;
 use sless_core::invocation::{InvocationQuery, Outcome, Retention};
 use sless_core::job::JobStatus;
+use sless_core::resource_version::ResourceVersion;
 use sless_core::runtime::Runtime;
 use sless_core::status::{FunctionPhase, FunctionStatus, VersionPhase};
 use sless_core::traits::{
-    BlobStore, BuildOutcome, Change, Executor, Invocation, InvocationLog, InvokeResult, InvokeTarget, Kind, Page,
-    Registry,
+    BlobStore, BuildOutcome, Change, Executor, FunctionRecord, Invocation, InvocationLog, InvokeResult, InvokeTarget,
+    Kind, Page, Registry,
 };
 use sless_core::trigger::TriggerStatus;
 use sless_testing::{
@@ -20,7 +21,11 @@ use sless_testing::{
 };
 
 fn page(limit: u32, after: Option<&str>) -> Page {
-    Page { limit, after: after.map(String::from) }
+    Page { limit, continue_token: after.map(String::from) }
+}
+
+fn rv(count: u64) -> ResourceVersion {
+    ResourceVersion::from_count(count)
 }
 
 fn names<T>(items: Vec<T>, name: impl Fn(T) -> String) -> Vec<String> {
@@ -31,16 +36,18 @@ fn names<T>(items: Vec<T>, name: impl Fn(T) -> String) -> Vec<String> {
 async fn create_get_list_conflict_and_bytewise_order() {
     let reg = FakeRegistry::new();
     for name in ["ab", "a-c", "a0", "b", "a-b"] {
-        reg.create_function(&FunctionBuilder::new(name).build()).await.expect("create");
+        reg.create_function(&FunctionBuilder::new(name).build().into()).await.expect("create");
     }
-    reg.create_function(&FunctionBuilder::new("z").namespace("other").build()).await.expect("create");
+    reg.create_function(&FunctionBuilder::new("z").namespace("other").build().into()).await.expect("create");
     assert!(matches!(
-        reg.create_function(&FunctionBuilder::new("b").build()).await,
+        reg.create_function(&FunctionBuilder::new("b").build().into()).await,
         Err(Error::AlreadyExists { kind: "function", .. })
     ));
     assert!(matches!(reg.get_function("default", "nope").await, Err(Error::NotFound { kind: "function", .. })));
     let reg = &reg;
-    let list = |p| async move { names(reg.list_functions("default", &p).await.expect("list"), |f| f.name) };
+    let list = |p| async move {
+        names(reg.list_functions("default", &p).await.expect("list").items, |f: FunctionRecord| f.name)
+    };
     assert_eq!(list(page(10, None)).await, ["a-b", "a-c", "a0", "ab", "b"]);
     assert_eq!(list(page(2, Some("a-c"))).await, ["a0", "ab"]);
     assert!(list(page(10, Some("b"))).await.is_empty());
@@ -50,31 +57,31 @@ async fn create_get_list_conflict_and_bytewise_order() {
 #[tokio::test]
 async fn replace_checks_and_bumps_resource_version() {
     let reg = FakeRegistry::new();
-    let created = FunctionBuilder::new("f").created_at(Utc::now() - TimeDelta::seconds(60)).build();
-    reg.create_function(&created).await.expect("create");
+    let created = reg.create_function(&FunctionBuilder::new("f").build().into()).await.expect("create");
+    assert_eq!((created.resource_version.clone(), created.created_at), (rv(1), created.updated_at), "store-owned");
     let mut spec = created.spec.clone();
     spec.memory_mb = 256;
-    let updated = reg.replace_spec("default", "f", &spec, Some(1)).await.expect("replace");
-    assert_eq!((updated.resource_version, updated.spec.memory_mb), (2, 256));
-    assert!(updated.updated_at > created.updated_at);
+    let updated = reg.replace_spec("default", "f", &spec, Some(&rv(1))).await.expect("replace");
+    assert_eq!((updated.resource_version, updated.spec.memory_mb), (rv(2), 256));
+    assert!(updated.updated_at >= created.updated_at);
     assert_eq!(updated.created_at, created.created_at);
     assert!(matches!(
-        reg.replace_spec("default", "f", &spec, Some(1)).await,
+        reg.replace_spec("default", "f", &spec, Some(&rv(1))).await,
         Err(Error::Stale { expected, current }) if expected == "1" && current == "2"
     ));
-    assert_eq!(reg.replace_spec("default", "f", &spec, None).await.expect("replace").resource_version, 3);
-    assert!(matches!(reg.replace_spec("default", "nope", &spec, Some(1)).await, Err(Error::NotFound { .. })));
+    assert_eq!(reg.replace_spec("default", "f", &spec, None).await.expect("replace").resource_version, rv(3));
+    assert!(matches!(reg.replace_spec("default", "nope", &spec, Some(&rv(1))).await, Err(Error::NotFound { .. })));
 
     // A status write keeps the resource version.
     reg.update_status("default", "f", &FunctionStatus::pending(Utc::now()), Some(4)).await.expect("status");
     let got = reg.get_function("default", "f").await.expect("get");
-    assert_eq!((got.resource_version, got.active_version), (3, Some(4)));
+    assert_eq!((got.resource_version, got.active_version), (rv(3), Some(4)));
 }
 
 #[tokio::test]
 async fn versions_are_numbered_deduplicated_and_the_active_one_is_spared() {
     let reg = FakeRegistry::new();
-    reg.create_function(&FunctionBuilder::new("f").build()).await.expect("create");
+    reg.create_function(&FunctionBuilder::new("f").build().into()).await.expect("create");
     let add = |sha: &'static str| async { reg.add_version("default", "f", sha, 1, Runtime::Python311).await };
     assert_eq!(add("aa").await.map(|(v, new)| (v.version, new)).expect("v1"), (1, true));
     assert_eq!(add("bb").await.map(|(v, new)| (v.version, new)).expect("v2"), (2, true));
@@ -85,9 +92,7 @@ async fn versions_are_numbered_deduplicated_and_the_active_one_is_spared() {
         Err(Error::NotFound { kind: "function", .. })
     ));
 
-    reg.set_version_build("default", "f", 2, VersionPhase::Failed, "boom", "log\nboom").await.expect("build");
-    assert_eq!(reg.build_log("default", "f", 2).await.expect("log"), "log\nboom");
-    assert_eq!(reg.build_log("default", "f", 1).await.expect("log"), "");
+    reg.set_version_build("default", "f", 2, VersionPhase::Failed, "boom").await.expect("build");
     assert_eq!(reg.get_version("default", "f", 2).await.expect("get").phase, VersionPhase::Failed);
 
     reg.update_status("default", "f", &FunctionStatus::pending(Utc::now()), Some(2)).await.expect("status");
@@ -110,25 +115,28 @@ async fn versions_are_numbered_deduplicated_and_the_active_one_is_spared() {
 async fn triggers_and_jobs_crud() {
     let reg = FakeRegistry::new();
     for name in ["c", "a", "b"] {
-        reg.create_trigger(&TriggerBuilder::cron(name, "f").build()).await.expect("create");
-        reg.create_job(&JobBuilder::new(name, "f").build()).await.expect("create");
+        reg.create_trigger(&TriggerBuilder::cron(name, "f").build().into()).await.expect("create");
+        reg.create_job(&JobBuilder::new(name, "f").build().into()).await.expect("create");
     }
     assert!(matches!(
-        reg.create_trigger(&TriggerBuilder::http("a", "f").build()).await,
+        reg.create_trigger(&TriggerBuilder::http("a", "f").build().into()).await,
         Err(Error::AlreadyExists { kind: "trigger", .. })
     ));
     assert!(matches!(
-        reg.create_job(&JobBuilder::new("a", "f").build()).await,
+        reg.create_job(&JobBuilder::new("a", "f").build().into()).await,
         Err(Error::AlreadyExists { kind: "job", .. })
     ));
-    let triggers = names(reg.list_triggers("default", &page(1, Some("a"))).await.expect("list"), |t| t.name);
+    let triggers = names(reg.list_triggers("default", &page(1, Some("a"))).await.expect("list").items, |t| t.name);
     assert_eq!(triggers, ["b"]);
     assert_eq!(names(reg.all_jobs().await.expect("all"), |j| j.name), ["a", "b", "c"]);
 
     let mut spec = reg.get_trigger("default", "a").await.expect("get").spec;
     spec.enabled = false;
-    assert_eq!(reg.replace_trigger_spec("default", "a", &spec, Some(1)).await.expect("replace").resource_version, 2);
-    assert!(matches!(reg.replace_trigger_spec("default", "a", &spec, Some(1)).await, Err(Error::Stale { .. })));
+    assert_eq!(
+        reg.replace_trigger_spec("default", "a", &spec, Some(&rv(1))).await.expect("replace").resource_version,
+        rv(2)
+    );
+    assert!(matches!(reg.replace_trigger_spec("default", "a", &spec, Some(&rv(1))).await, Err(Error::Stale { .. })));
     let mut job = reg.get_job("default", "a").await.expect("get").spec;
     job.run_id = 2;
     assert_eq!(reg.replace_job_spec("default", "a", &job, None).await.expect("replace").spec.run_id, 2);
@@ -153,13 +161,13 @@ async fn every_write_is_announced_unless_silenced_and_failures_are_storage_error
     let generation = reg.generation();
     let change = |kind, name: &str| Change { kind, namespace: "default".into(), name: name.into() };
     let f = FunctionBuilder::new("f").build();
-    reg.create_function(&f).await.expect("create");
-    assert!(reg.create_function(&f).await.is_err(), "failed writes say nothing");
+    reg.create_function(&sless_core::traits::New::from(&f)).await.expect("create");
+    assert!(reg.create_function(&sless_core::traits::New::from(&f)).await.is_err(), "failed writes say nothing");
     reg.replace_spec("default", "f", &f.spec, None).await.expect("replace");
     reg.add_version("default", "f", "aa", 1, Runtime::Python311).await.expect("version");
     reg.add_version("default", "f", "aa", 1, Runtime::Python311).await.expect("same version");
-    reg.set_version_build("default", "f", 1, VersionPhase::Ready, "", "ok").await.expect("build");
-    reg.create_job(&JobBuilder::new("j", "f").build()).await.expect("job");
+    reg.set_version_build("default", "f", 1, VersionPhase::Ready, "").await.expect("build");
+    reg.create_job(&JobBuilder::new("j", "f").build().into()).await.expect("job");
     let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
     let mut want = vec![change(Kind::Function, "f"); 4];
     want.push(change(Kind::Job, "j"));
@@ -187,7 +195,7 @@ async fn every_write_is_announced_unless_silenced_and_failures_are_storage_error
 #[tokio::test]
 async fn deploy_and_seed_set_up_callable_functions() {
     let reg = FakeRegistry::new();
-    reg.create_function(&FunctionBuilder::new("f").build()).await.expect("create");
+    reg.create_function(&FunctionBuilder::new("f").build().into()).await.expect("create");
     assert_eq!(reg.deploy("default", "f", "aa").await.expect("deploy"), 1);
     let f = reg.get_function("default", "f").await.expect("get");
     assert_eq!((f.status.phase, f.active_version), (FunctionPhase::Ready, Some(1)));
