@@ -85,8 +85,9 @@ mod tests {
         assert_eq!(back, t);
         assert_eq!(serde_json::to_string(&back).expect("again"), text, "payload numbers are kept exactly");
 
-        let (_, spec) = JobSpec::from_json(&json!({"function": "f", "run_id": 18446744073709551615_u64, "payload": [1, 2]}))
-            .expect("job spec");
+        let (_, spec) =
+            JobSpec::from_json(&json!({"function": "f", "run_id": 18446744073709551615_u64, "payload": [1, 2]}))
+                .expect("job spec");
         let j = JobRecord {
             namespace: "default".into(),
             name: "j".into(),
@@ -110,7 +111,8 @@ mod tests {
             message: String::new(),
             created_at: at(),
         };
-        let back: VersionRecord = serde_json::from_str(&serde_json::to_string(&v).expect("serialise")).expect("version");
+        let back: VersionRecord =
+            serde_json::from_str(&serde_json::to_string(&v).expect("serialise")).expect("version");
         assert_eq!(back, v);
     }
 
