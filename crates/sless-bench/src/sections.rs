@@ -12,6 +12,7 @@ use crate::baseline::Runtime;
 use crate::load::{self, Outcome, Plan, Target};
 use crate::sless::{Sless, alive};
 use crate::stats::Summary;
+use sless_core::status::FunctionPhase;
 
 /// How big a run is (`--quick` or full).
 #[derive(Debug, Clone, Copy)]
@@ -377,9 +378,9 @@ async fn density_on(
     let deadline = Instant::now() + Duration::from_secs(1800);
     loop {
         let items = server.list_functions().await?;
-        let ready = items.iter().filter(|f| f["status"]["phase"] == "Ready").count();
-        if let Some(f) = items.iter().find(|f| f["status"]["phase"] == "Failed") {
-            bail!("{} failed: {}", f["name"], f["status"]);
+        let ready = items.iter().filter(|f| f.record.status.phase == FunctionPhase::Ready).count();
+        if let Some(f) = items.iter().find(|f| f.record.status.phase == FunctionPhase::Failed) {
+            bail!("{} failed: {}", f.record.name, f.record.status.message);
         }
         if ready >= size.functions {
             break;

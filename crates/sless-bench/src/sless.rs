@@ -1,5 +1,5 @@
 //! A real `sless server` child process on 127.0.0.1 port 0 with a temp data folder, and the
-//! API calls the benchmark makes (the same ones `crates/sless/tests/common` makes).
+//! API calls the benchmark makes, through `sless-client` (the load itself is `crate::load`'s).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
+use sless_client::{Client, Function, InvocationFilter, PageRequest};
+use sless_core::status::VersionPhase;
 
 /// The admin token of every benchmark server.
 pub const TOKEN: &str = "sless-bench-admin-token-0123456789";
@@ -26,7 +28,7 @@ pub struct Sless {
     /// The server's log file.
     pub log: PathBuf,
     child: Option<Child>,
-    http: reqwest::Client,
+    client: Client,
     _dir: tempfile::TempDir,
 }
 
@@ -68,12 +70,8 @@ impl Sless {
             .parse()
             .with_context(|| format!("server URL {url}"))?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
-        Ok(Sless { url, addr, data, pid, log, child: Some(child), http, _dir: dir })
-    }
-
-    /// `…/v1/namespaces/default/functions{rest}`.
-    pub fn api(&self, rest: &str) -> String {
-        format!("{}/v1/namespaces/default/functions{rest}", self.url)
+        let client = Client::with_http(http, &url, TOKEN, "default");
+        Ok(Sless { url, addr, data, pid, log, child: Some(child), client, _dir: dir })
     }
 
     /// The `Authorization` header value.
@@ -81,50 +79,28 @@ impl Sless {
         format!("Bearer {TOKEN}")
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, Value)> {
-        let resp = req.bearer_auth(TOKEN).send().await?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::String(text))))
-    }
-
     /// `POST …/functions`.
     pub async fn create(&self, spec: &Value) -> Result<()> {
-        let (s, b) = self.send(self.http.post(self.api("")).json(spec)).await?;
-        if s != 201 {
-            bail!("creating {}: HTTP {s}: {b}", spec["name"]);
-        }
+        self.client.create_function(spec).await.with_context(|| format!("creating {}", spec["name"]))?;
         Ok(())
     }
 
     /// `PUT …/functions/{name}/code`; returns the version number.
-    pub async fn upload(&self, name: &str, zip: Vec<u8>) -> Result<u64> {
-        let req = self.http.put(self.api(&format!("/{name}/code"))).header("content-type", "application/zip").body(zip);
-        let (s, b) = self.send(req).await?;
-        if s != 202 {
-            bail!("uploading {name}: HTTP {s}: {b}");
-        }
-        b["version"].as_u64().ok_or_else(|| anyhow!("uploading {name}: no version in {b}"))
+    pub async fn upload(&self, name: &str, zip: Vec<u8>) -> Result<u32> {
+        Ok(self.client.upload_code(name, zip).await.with_context(|| format!("uploading {name}"))?.version)
     }
 
     /// Polls `GET …/versions/{n}` every `every` until it is Ready and active; fails on Failed.
-    pub async fn wait_version(&self, name: &str, version: u64, every: Duration) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(300);
-        loop {
-            let (s, v) = self.send(self.http.get(self.api(&format!("/{name}/versions/{version}")))).await?;
-            if s != 200 {
-                bail!("version {version} of {name}: HTTP {s}: {v}");
-            }
-            match v["phase"].as_str() {
-                Some("Failed") => bail!("version {version} of {name} failed: {v}"),
-                Some("Ready") if v["active"] == true => return Ok(()),
-                _ => {}
-            }
-            if Instant::now() > deadline {
-                bail!("version {version} of {name} never became Ready: {v}");
-            }
-            tokio::time::sleep(every).await;
+    pub async fn wait_version(&self, name: &str, version: u32, every: Duration) -> Result<()> {
+        let v = self
+            .client
+            .wait_ready(name, version, Duration::from_secs(300), every)
+            .await
+            .with_context(|| format!("version {version} of {name}"))?;
+        if v.record.phase == VersionPhase::Failed {
+            bail!("version {version} of {name} failed: {}", v.record.message);
         }
+        Ok(())
     }
 
     /// Creates a function from files and waits until it serves.
@@ -153,44 +129,23 @@ impl Sless {
 
     /// `POST …/triggers` of type http: publishes the function at `/fn/default/{function}`.
     pub async fn http_trigger(&self, function: &str) -> Result<()> {
-        let url = format!("{}/v1/namespaces/default/triggers", self.url);
         let body = json!({"name": format!("{function}-http"), "function": function, "type": "http"});
-        let (s, b) = self.send(self.http.post(url).json(&body)).await?;
-        if s != 201 {
-            bail!("creating the http trigger of {function}: HTTP {s}: {b}");
-        }
+        self.client.create_trigger(&body).await.with_context(|| format!("creating the http trigger of {function}"))?;
         Ok(())
     }
 
-    /// `GET …/functions?limit=1000` (every page): the functions' objects.
-    pub async fn list_functions(&self) -> Result<Vec<Value>> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let mut url = self.api("?limit=1000");
-            if let Some(c) = &cursor {
-                url.push_str(&format!("&cursor={c}"));
-            }
-            let (s, b) = self.send(self.http.get(url)).await?;
-            if s != 200 {
-                bail!("listing functions: HTTP {s}: {b}");
-            }
-            items.extend(b["items"].as_array().cloned().unwrap_or_default());
-            match b["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_string()),
-                None => return Ok(items),
-            }
-        }
+    /// `GET …/functions?limit=1000` (every page): the functions.
+    pub async fn list_functions(&self) -> Result<Vec<Function>> {
+        self.client.list_all_functions().await.context("listing functions")
     }
 
     /// One timed `GET …/functions?limit=1000` (the body fully read).
     pub async fn time_list(&self) -> Result<Duration> {
         let t0 = Instant::now();
-        let resp = self.http.get(self.api("?limit=1000")).bearer_auth(TOKEN).send().await?;
-        let status = resp.status().as_u16();
-        let _ = resp.bytes().await?;
-        if status != 200 {
-            bail!("listing functions: HTTP {status}");
+        let req = self.client.http().get(self.client.functions_url("")).query(&[("limit", "1000")]);
+        let r = self.client.send(req).await?;
+        if r.status.as_u16() != 200 {
+            bail!("listing functions: HTTP {}", r.status);
         }
         Ok(t0.elapsed())
     }
@@ -198,27 +153,24 @@ impl Sless {
     /// Counts a function's invocation records (every page of `…/invocations?limit=1000`).
     pub async fn count_invocations(&self, name: &str) -> Result<usize> {
         let mut n = 0;
-        let mut cursor: Option<String> = None;
+        let mut page = PageRequest::first(1000);
         loop {
-            let mut url = self.api(&format!("/{name}/invocations?limit=1000"));
-            if let Some(c) = &cursor {
-                url.push_str(&format!("&cursor={c}"));
-            }
-            let (s, b) = self.send(self.http.get(url)).await?;
-            if s != 200 {
-                bail!("listing invocations of {name}: HTTP {s}: {b}");
-            }
-            n += b["items"].as_array().map_or(0, Vec::len);
-            match b["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_string()),
-                None => return Ok(n),
+            let got = self
+                .client
+                .list_invocations(name, &InvocationFilter::default(), &page)
+                .await
+                .with_context(|| format!("listing invocations of {name}"))?;
+            n += got.items.len();
+            match got.next_cursor {
+                Some(c) if !got.items.is_empty() => page.cursor = Some(c),
+                _ => return Ok(n),
             }
         }
     }
 
     /// The sum of a metric's samples whose label set contains every `labels` pair.
     pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Result<f64> {
-        let text = self.http.get(format!("{}/metrics", self.url)).send().await?.text().await?;
+        let text = self.client.http().get(format!("{}/metrics", self.url)).send().await?.text().await?;
         Ok(sum_metric(&text, name, labels))
     }
 

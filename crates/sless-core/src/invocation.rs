@@ -141,7 +141,9 @@ pub struct InvocationRecord {
     /// warm-pool process that loaded the function for this call).
     #[serde(default)]
     pub cold_start_kind: Option<ColdStart>,
-    /// The lines the call printed (capped; the last line says so when cut).
+    /// The lines the call printed (capped; the last line says so when cut). Lists leave them
+    /// out (read as empty).
+    #[serde(default)]
     pub logs: Vec<String>,
 }
 

@@ -1,7 +1,7 @@
 //! Jobs (docs/architecture.md, "Triggers and jobs"): a one-off run of a function with a payload, keyed by `run_id`.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::names::validate_name;
@@ -125,7 +125,8 @@ impl Default for JobStatus {
     }
 }
 
-/// A stored job.
+/// A stored job. Serialised as the API's job object (the spec's fields flat); `Deserialize`
+/// reads that object back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobRecord {
     /// The namespace.
@@ -143,6 +144,32 @@ pub struct JobRecord {
     pub created_at: DateTime<Utc>,
     /// Last spec change.
     pub updated_at: DateTime<Utc>,
+}
+
+/// The server-owned fields of a [`JobRecord`], read next to its flat spec.
+#[derive(Deserialize)]
+struct JobMeta {
+    namespace: String,
+    name: String,
+    resource_version: ResourceVersion,
+    status: JobStatus,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl<'de> Deserialize<'de> for JobRecord {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let (m, spec): (JobMeta, JobSpec) = crate::flat::split(deserializer)?;
+        Ok(JobRecord {
+            namespace: m.namespace,
+            name: m.name,
+            spec,
+            resource_version: m.resource_version,
+            status: m.status,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        })
+    }
 }
 
 #[cfg(test)]

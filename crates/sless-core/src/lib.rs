@@ -9,6 +9,7 @@ pub mod archive;
 pub mod decide;
 pub mod error;
 pub mod event;
+mod flat;
 pub mod invocation;
 pub mod job;
 pub mod names;

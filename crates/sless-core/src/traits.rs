@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::Result;
@@ -15,7 +15,9 @@ use crate::spec::FunctionSpec;
 use crate::status::{FunctionStatus, VersionPhase};
 use crate::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 
-/// A stored function: spec plus server-owned fields.
+/// A stored function: spec plus server-owned fields. Serialised as the API's function object
+/// (the spec's fields flat); `Deserialize` reads that object back (unknown fields, such as the
+/// API's `url`, are ignored).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FunctionRecord {
     /// The namespace (tenant).
@@ -98,7 +100,7 @@ stored_record!(TriggerRecord, NewTrigger);
 stored_record!(JobRecord, NewJob);
 
 /// One uploaded code archive of a function.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VersionRecord {
     /// The function's namespace.
     pub namespace: String,
@@ -118,6 +120,34 @@ pub struct VersionRecord {
     pub message: String,
     /// Upload time.
     pub created_at: DateTime<Utc>,
+}
+
+/// The server-owned fields of a [`FunctionRecord`], read next to its flat spec.
+#[derive(Deserialize)]
+struct FunctionMeta {
+    namespace: String,
+    name: String,
+    resource_version: ResourceVersion,
+    active_version: Option<u32>,
+    status: FunctionStatus,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl<'de> Deserialize<'de> for FunctionRecord {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let (m, spec): (FunctionMeta, FunctionSpec) = crate::flat::split(deserializer)?;
+        Ok(FunctionRecord {
+            namespace: m.namespace,
+            name: m.name,
+            spec,
+            resource_version: m.resource_version,
+            active_version: m.active_version,
+            status: m.status,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        })
+    }
 }
 
 /// A page of a sorted list: at most `limit` items, from the start or where the previous

@@ -2,7 +2,7 @@
 //! `/fn/{ns}/{name}`) or `cron` (a schedule).
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::names::validate_name;
@@ -215,7 +215,8 @@ impl Default for TriggerStatus {
     }
 }
 
-/// A stored trigger.
+/// A stored trigger. Serialised as the API's trigger object (the spec's fields flat); `Deserialize`
+/// reads that object back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TriggerRecord {
     /// The namespace.
@@ -233,6 +234,32 @@ pub struct TriggerRecord {
     pub created_at: DateTime<Utc>,
     /// Last spec change; cron `@every` intervals count from here.
     pub updated_at: DateTime<Utc>,
+}
+
+/// The server-owned fields of a [`TriggerRecord`], read next to its flat spec.
+#[derive(Deserialize)]
+struct TriggerMeta {
+    namespace: String,
+    name: String,
+    resource_version: ResourceVersion,
+    status: TriggerStatus,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl<'de> Deserialize<'de> for TriggerRecord {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let (m, spec): (TriggerMeta, TriggerSpec) = crate::flat::split(deserializer)?;
+        Ok(TriggerRecord {
+            namespace: m.namespace,
+            name: m.name,
+            spec,
+            resource_version: m.resource_version,
+            status: m.status,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        })
+    }
 }
 
 pub(crate) fn object<'a>(body: &'a Value, known: &[&str]) -> Result<&'a Map<String, Value>> {

@@ -1,10 +1,13 @@
 //! The `sless` binary: `sless server`, `sless up DIR` and the client commands. `main` only
 //! parses, wires and reports the error chain.
 
+mod apply;
 mod cli;
-mod client;
+mod connect;
+mod functions_cli;
 mod manifest;
 mod observe_cli;
+mod output;
 mod pack;
 mod serve;
 mod telemetry;
@@ -52,16 +55,16 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
             telemetry::init(args.server.log_format);
             serve::up(args).await?;
         }
-        Command::Deploy(args) => client::deploy(&cli.conn, args).await?,
-        Command::Invoke(args) => return client::invoke(&cli.conn, args).await,
-        Command::Fn(cmd) => client::functions(&cli.conn, cmd).await?,
-        Command::Versions(args) => client::versions(&cli.conn, args).await?,
+        Command::Deploy(args) => functions_cli::deploy(&cli.conn, args).await?,
+        Command::Invoke(args) => return functions_cli::invoke(&cli.conn, args).await,
+        Command::Fn(cmd) => functions_cli::functions(&cli.conn, cmd).await?,
+        Command::Versions(args) => functions_cli::versions(&cli.conn, args).await?,
         Command::Trigger(cmd) => triggers_cli::triggers(&cli.conn, cmd).await?,
         Command::Job(cmd) => return triggers_cli::jobs(&cli.conn, cmd).await,
         Command::Invocations(args) => observe_cli::invocations(&cli.conn, args).await?,
         Command::Invocation(cmd) => observe_cli::invocation(&cli.conn, cmd).await?,
         Command::Logs(args) => observe_cli::logs(&cli.conn, args).await?,
-        Command::Gc(args) => client::gc(&cli.conn, args).await?,
+        Command::Gc(args) => functions_cli::gc(&cli.conn, args).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

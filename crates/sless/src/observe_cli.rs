@@ -2,26 +2,27 @@
 
 use std::io::Write;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use sless_client::{InvocationFilter, LogLine, PageRequest};
 
 use crate::cli::{Connection, InvocationCommand, InvocationsArgs, LogsArgs, Output};
-use crate::client::{Client, print_table, problem_text, s};
+use crate::connect::connect;
+use crate::output::{json, print_table, s};
 
 /// Parses a `--since`/`--until` value: a duration ago (`30s`, `10m`, `2h`, `1d`, `1w`,
-/// `1h30m`; a bare number is seconds) or an RFC 3339 time. Returns an RFC 3339 UTC time.
-pub fn parse_time(arg: &str, now: DateTime<Utc>) -> anyhow::Result<String> {
+/// `1h30m`; a bare number is seconds) or an RFC 3339 time.
+fn parse_instant(arg: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
     let arg = arg.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(arg) {
-        return Ok(t.with_timezone(&Utc).to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        return Ok(t.with_timezone(&Utc));
     }
     let secs = parse_duration_secs(arg).with_context(|| {
         format!("{arg:?} is neither a duration (30s, 10m, 2h, 1d, 1h30m) nor an RFC 3339 time (2024-05-01T12:00:00Z)")
     })?;
     let ago = chrono::Duration::try_seconds(secs).context("duration too long")?;
-    let t = now.checked_sub_signed(ago).context("duration too long")?;
-    Ok(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    now.checked_sub_signed(ago).context("duration too long")
 }
 
 /// `1h30m` → 5400. Units: s, m, h, d, w; a bare number is seconds.
@@ -62,37 +63,42 @@ fn source_cell(v: &Value) -> String {
 }
 
 pub async fn invocations(conn: &Connection, args: InvocationsArgs) -> anyhow::Result<()> {
-    let client = Client::connect(conn)?;
+    let client = connect(conn)?;
     let now = Utc::now();
-    let mut query: Vec<(&str, String)> = Vec::new();
+    let mut filter = InvocationFilter::default();
     if let Some(st) = &args.status {
-        query.push(("status", st.replace(' ', "")));
+        filter.outcomes = st.split(',').map(str::trim).filter(|o| !o.is_empty()).map(str::to_string).collect();
     }
     if let Some(since) = &args.since {
-        query.push(("since", parse_time(since, now).context("--since")?));
+        filter.since = Some(parse_instant(since, now).context("--since")?);
     }
     if let Some(until) = &args.until {
-        query.push(("until", parse_time(until, now).context("--until")?));
+        filter.until = Some(parse_instant(until, now).context("--until")?);
     }
-    let url = client.ns_url(&format!("/functions/{}/invocations", args.name));
-    let mut items: Vec<Value> = Vec::new();
+    let mut records = Vec::new();
     let mut cursor: Option<String> = None;
-    while items.len() < args.limit as usize {
-        let want = (args.limit as usize - items.len()).min(1000);
-        let mut req = client.http().get(&url).query(&query).query(&[("limit", want.to_string())]);
-        if let Some(c) = &cursor {
-            req = req.query(&[("cursor", c)]);
-        }
-        let page = client.expect(req).await?;
-        let got = page["items"].as_array().cloned().unwrap_or_default();
-        let empty = got.is_empty();
-        items.extend(got);
-        cursor = page["next_cursor"].as_str().filter(|c| !c.is_empty()).map(str::to_string);
+    while records.len() < args.limit as usize {
+        let want = (args.limit as usize - records.len()).min(1000) as u32;
+        let page = client.list_invocations(&args.name, &filter, &PageRequest { limit: Some(want), cursor }).await?;
+        let empty = page.items.is_empty();
+        records.extend(page.items);
+        cursor = page.next_cursor.filter(|c| !c.is_empty());
         if cursor.is_none() || empty {
             break;
         }
     }
-    items.truncate(args.limit as usize);
+    records.truncate(args.limit as usize);
+    // The list's shape: everything but the logs (they are in `sless invocation get`).
+    let items: Vec<Value> = records
+        .iter()
+        .map(|r| {
+            let mut v = json(r);
+            if let Value::Object(m) = &mut v {
+                m.remove("logs");
+            }
+            v
+        })
+        .collect();
     if args.out.output == Output::Json {
         println!("{}", serde_json::to_string_pretty(&json!({ "items": items, "next_cursor": cursor }))?);
         return Ok(());
@@ -120,13 +126,10 @@ pub async fn invocations(conn: &Connection, args: InvocationsArgs) -> anyhow::Re
 }
 
 pub async fn invocation(conn: &Connection, cmd: InvocationCommand) -> anyhow::Result<()> {
-    let client = Client::connect(conn)?;
+    let client = connect(conn)?;
     match cmd {
         InvocationCommand::Get { id, out } => {
-            let v = client
-                .expect(client.http().get(client.ns_url(&format!("/invocations/{id}"))))
-                .await
-                .with_context(|| format!("invocation {id}"))?;
+            let v = json(&client.get_invocation(&id).await.with_context(|| format!("invocation {id}"))?);
             if out.output == Output::Json {
                 println!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(());
@@ -164,103 +167,44 @@ pub async fn invocation(conn: &Connection, cmd: InvocationCommand) -> anyhow::Re
     Ok(())
 }
 
-fn print_log_line(out: &mut impl Write, item: &Value, format: Output) -> std::io::Result<()> {
+fn print_log_line(out: &mut impl Write, line: &LogLine, format: Output) -> std::io::Result<()> {
+    let item = json(line);
     if format == Output::Json {
         writeln!(out, "{item}")?;
     } else {
-        let rid = item["request_id"].as_str().filter(|r| !r.is_empty()).unwrap_or("-");
-        let time = s(item, &["time"]);
+        let rid = line.request_id.as_deref().filter(|r| !r.is_empty()).unwrap_or("-");
+        let time = s(&item, &["time"]);
         // A line holding newlines (e.g. a traceback) is printed as several, each prefixed.
-        for line in item["line"].as_str().unwrap_or_default().split('\n') {
-            writeln!(out, "{time} {rid} {}", line.trim_end_matches('\r'))?;
+        for text in line.line.split('\n') {
+            writeln!(out, "{time} {rid} {}", text.trim_end_matches('\r'))?;
         }
     }
     out.flush()
 }
 
-/// One SSE event's data, from the lines of an event (the text between blank lines).
-/// `data:` lines are joined with `\n`; comments (`: keepalive`) and other fields are ignored.
-fn sse_data(event: &str) -> Option<String> {
-    let mut data: Option<String> = None;
-    for line in event.lines() {
-        let Some(rest) = line.strip_prefix("data:") else { continue };
-        let rest = rest.strip_prefix(' ').unwrap_or(rest);
-        match &mut data {
-            Some(d) => {
-                d.push('\n');
-                d.push_str(rest);
-            }
-            None => data = Some(rest.to_string()),
-        }
-    }
-    data
-}
-
-/// Splits complete events (ended by a blank line) off the front of `buf`.
-fn take_events(buf: &mut String) -> Vec<String> {
-    let mut events = Vec::new();
-    loop {
-        let normalized_end = buf.find("\n\n").map(|i| (i, 2));
-        let crlf_end = buf.find("\r\n\r\n").map(|i| (i, 4));
-        let end = match (normalized_end, crlf_end) {
-            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-            (a, b) => a.or(b),
-        };
-        let Some((i, len)) = end else { break };
-        events.push(buf[..i].replace('\r', ""));
-        buf.drain(..i + len);
-    }
-    events
-}
-
 pub async fn logs(conn: &Connection, args: LogsArgs) -> anyhow::Result<()> {
-    let client = Client::connect(conn)?;
-    let url = client.ns_url(&format!("/functions/{}/logs", args.name));
+    let client = connect(conn)?;
     let mut stdout = std::io::stdout().lock();
     if !args.follow {
-        let page = client.expect(client.http().get(&url).query(&[("tail", args.tail.to_string())])).await?;
-        for item in page["items"].as_array().cloned().unwrap_or_default() {
-            print_log_line(&mut stdout, &item, args.output)?;
+        for line in client.logs(&args.name, args.tail).await? {
+            print_log_line(&mut stdout, &line, args.output)?;
         }
         return Ok(());
     }
-    let req = client
-        .http()
-        .get(&url)
-        .query(&[("tail", args.tail.to_string()), ("follow", "true".to_string())])
-        .header(reqwest::header::ACCEPT, "text/event-stream");
-    let mut resp =
-        client.authed(req).send().await.with_context(|| format!("cannot reach the server at {}", client.base()))?;
-    let status = resp.status();
-    if !status.is_success() {
-        let text = resp.text().await.unwrap_or_default();
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        bail!("{}", problem_text(status, &body));
-    }
-    let mut buf = String::new();
-    let mut pending: Vec<u8> = Vec::new();
+    let mut stream = client.follow_logs(&args.name, args.tail).await?;
     loop {
-        let chunk = tokio::select! {
-            c = resp.chunk() => c.context("the log stream broke")?,
+        let next = tokio::select! {
+            n = stream.next() => n,
             _ = tokio::signal::ctrl_c() => return Ok(()),
         };
-        let Some(chunk) = chunk else {
-            eprintln!("the server closed the log stream");
-            return Ok(());
-        };
-        // Keep a multi-byte character split across chunks for the next one.
-        pending.extend_from_slice(&chunk);
-        let valid = match std::str::from_utf8(&pending) {
-            Ok(_) => pending.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => pending.len(),
-        };
-        buf.push_str(&String::from_utf8_lossy(&pending[..valid]));
-        pending.drain(..valid);
-        for event in take_events(&mut buf) {
-            let Some(data) = sse_data(&event) else { continue };
-            let item = serde_json::from_str::<Value>(&data).unwrap_or_else(|_| json!({ "line": data }));
-            print_log_line(&mut stdout, &item, args.output)?;
+        match next {
+            Ok(Some(line)) => print_log_line(&mut stdout, &line, args.output)?,
+            Ok(None) => {
+                eprintln!("the server closed the log stream");
+                return Ok(());
+            }
+            Err(e @ sless_client::Error::Decode { .. }) => eprintln!("warning: {:#}", anyhow::Error::new(e)),
+            Err(e) => return Err(anyhow::Error::new(e).context("the log stream broke")),
         }
     }
 }
@@ -268,6 +212,10 @@ pub async fn logs(conn: &Connection, args: LogsArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_time(arg: &str, now: DateTime<Utc>) -> anyhow::Result<String> {
+        Ok(parse_instant(arg, now)?.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    }
 
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2024-05-01T12:00:00Z").expect("time").with_timezone(&Utc)
@@ -300,14 +248,5 @@ mod tests {
         for arg in ["", "m", "10x", "10m5", "-5m", "-5", "yesterday", "2024-04-01", "99999999999999999999d"] {
             assert!(parse_time(arg, now()).is_err(), "{arg:?}");
         }
-    }
-
-    #[test]
-    fn sse_events_are_split_and_comments_skipped() {
-        let mut buf = String::from(": keepalive\n\ndata: {\"line\":\"a\"}\n\ndata: x\r\ndata: y\r\n\r\ndata: partial");
-        let events = take_events(&mut buf);
-        let data: Vec<Option<String>> = events.iter().map(|e| sse_data(e)).collect();
-        assert_eq!(data, vec![None, Some("{\"line\":\"a\"}".into()), Some("x\ny".into())]);
-        assert_eq!(buf, "data: partial");
     }
 }

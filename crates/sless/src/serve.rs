@@ -17,9 +17,11 @@ use sless_server::{AdminToken, AppState, Limits};
 use sless_store::{ObjectBlobStore, SqlRegistry};
 use tokio::net::TcpListener;
 
+use crate::apply::{ApplyFailed, apply_manifest};
 use crate::cli::{ServerArgs, UpArgs};
-use crate::client::{ApplyFailed, CLIENT_FILE, Client, apply_manifest, config_dir};
+use crate::connect::{CLIENT_FILE, config_dir};
 use crate::manifest;
+use sless_client::Client;
 
 /// How long calls in flight may take to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);

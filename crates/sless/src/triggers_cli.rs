@@ -6,11 +6,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use reqwest::StatusCode;
 use serde_json::{Value, json};
+use sless_client::Client;
+use sless_core::job::{JobPhase, JobRecord};
+use sless_core::trigger::{HttpAuth, TriggerRecord, TriggerType};
 
 use crate::cli::{Connection, HttpAuthArg, JobCommand, JobCreateArgs, JobRunArgs, Output, TriggerCommand};
-use crate::client::{Client, print_table, problem_text, s};
+use crate::connect::connect;
+use crate::output::{json, name_of, print_json, print_table, s};
 
 /// Reads a `--payload`: JSON text, or `@FILE` holding JSON.
 pub fn read_payload(arg: &str) -> anyhow::Result<Value> {
@@ -24,77 +27,18 @@ pub fn read_payload(arg: &str) -> anyhow::Result<Value> {
         .with_context(|| format!("{from} is not JSON (a string payload needs quotes: '\"text\"')"))
 }
 
-/// Creates or replaces `{ns}/{kind}/{name}` (PUT; POST when it does not exist yet).
-/// Returns the object as the server shows it.
-pub async fn put_or_create(client: &Client, kind: &str, name: &str, body: &Value) -> anyhow::Result<Value> {
-    let url = client.ns_url(&format!("/{kind}/{name}"));
-    let (status, _, answer) = client.send_full(client.http().put(&url).json(body)).await?;
-    match status {
-        s if s.is_success() => Ok(answer),
-        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
-            client.expect(client.http().post(client.ns_url(&format!("/{kind}"))).json(body)).await
-        }
-        s => bail!("{}", problem_text(s, &answer)),
-    }
+/// A 404 said in the user's words: `trigger "x" not found in namespace "default"`.
+fn not_found(client: &Client, kind: &str, name: &str) -> impl FnOnce(sless_client::Error) -> anyhow::Error {
+    let message = format!("{kind} {name:?} not found in namespace {:?}", client.namespace());
+    move |e| if e.is_not_found() { anyhow::anyhow!(message) } else { e.into() }
 }
 
-/// The full public URL of an http trigger (`{base}{status.url}`, else `{base}/fn/{ns}/{function}`).
-pub fn trigger_public_url(client: &Client, t: &Value) -> String {
-    match t["status"]["url"].as_str() {
-        Some(u) if u.starts_with("http://") || u.starts_with("https://") => u.to_string(),
-        Some(u) if u.starts_with('/') => format!("{}{u}", client.base()),
-        _ => client.public_url(t["function"].as_str().unwrap_or_default()),
-    }
+async fn get_trigger(client: &Client, name: &str) -> anyhow::Result<TriggerRecord> {
+    client.get_trigger(name).await.map_err(not_found(client, "trigger", name))
 }
 
-async fn get(client: &Client, kind: &str, name: &str) -> anyhow::Result<(Value, Option<String>)> {
-    let (status, headers, body) =
-        client.send_full(client.http().get(client.ns_url(&format!("/{kind}/{name}")))).await?;
-    if status == StatusCode::NOT_FOUND {
-        bail!("{} {name:?} not found in namespace {:?}", &kind[..kind.len() - 1], client.namespace());
-    }
-    if !status.is_success() {
-        bail!("{}", problem_text(status, &body));
-    }
-    let etag = headers.get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_string);
-    Ok((body, etag))
-}
-
-async fn patch(
-    client: &Client,
-    kind: &str,
-    name: &str,
-    patch: &Value,
-    if_match: Option<&str>,
-) -> anyhow::Result<Value> {
-    let (status, _, body) = patch_raw(client, kind, name, patch, if_match).await?;
-    if !status.is_success() {
-        bail!("{}", problem_text(status, &body));
-    }
-    Ok(body)
-}
-
-async fn patch_raw(
-    client: &Client,
-    kind: &str,
-    name: &str,
-    patch: &Value,
-    if_match: Option<&str>,
-) -> anyhow::Result<(StatusCode, reqwest::header::HeaderMap, Value)> {
-    let mut req = client
-        .http()
-        .patch(client.ns_url(&format!("/{kind}/{name}")))
-        .header("content-type", "application/merge-patch+json")
-        .body(patch.to_string());
-    if let Some(tag) = if_match {
-        req = req.header(reqwest::header::IF_MATCH, tag);
-    }
-    client.send_full(req).await
-}
-
-fn print_json(v: &Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
+async fn get_job(client: &Client, name: &str) -> anyhow::Result<JobRecord> {
+    client.get_job(name).await.map_err(not_found(client, "job", name))
 }
 
 fn print_fields(v: &Value, fields: &[(&str, &[&str])]) {
@@ -103,20 +47,20 @@ fn print_fields(v: &Value, fields: &[(&str, &[&str])]) {
     }
 }
 
-fn schedule_cell(t: &Value) -> String {
-    match (t["schedule"].as_str(), t["timezone"].as_str()) {
-        (Some(sch), Some(tz)) if tz != "UTC" => format!("{sch} ({tz})"),
-        (Some(sch), _) => sch.to_string(),
+fn schedule_cell(t: &TriggerRecord) -> String {
+    match (t.spec.kind, t.spec.schedule.as_deref(), t.spec.timezone.as_str()) {
+        (TriggerType::Cron, Some(sch), tz) if tz != "UTC" => format!("{sch} ({tz})"),
+        (TriggerType::Cron, Some(sch), _) => sch.to_string(),
         _ => "-".into(),
     }
 }
 
-fn is_http(t: &Value) -> bool {
-    t["type"].as_str() == Some("http")
+fn is_http(t: &TriggerRecord) -> bool {
+    t.spec.kind == TriggerType::Http
 }
 
 pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<()> {
-    let client = Client::connect(conn)?;
+    let client = connect(conn)?;
     match cmd {
         TriggerCommand::Create(args) => {
             let mut body = json!({
@@ -143,17 +87,14 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
                     HttpAuthArg::Token => "token",
                 });
             }
-            let t = client
-                .expect(client.http().post(client.ns_url("/triggers")).json(&body))
-                .await
-                .with_context(|| format!("creating trigger {}", args.name))?;
+            let t = client.create_trigger(&body).await.with_context(|| format!("creating trigger {}", args.name))?;
             if args.out.output == Output::Json {
                 return print_json(&t);
             }
             if is_http(&t) {
-                let token = if t["auth"].as_str() == Some("token") { " (token required)" } else { "" };
+                let token = if t.spec.auth == HttpAuth::Token { " (token required)" } else { "" };
                 eprintln!("created http trigger {} for {}{token}", args.name, args.function);
-                println!("{}", trigger_public_url(&client, &t));
+                println!("{}", client.trigger_url(&t));
             } else {
                 eprintln!(
                     "created cron trigger {} for {} ({}); `sless trigger get {}` shows the next fire",
@@ -165,35 +106,37 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
             }
         }
         TriggerCommand::List(out) => {
-            let items = client.list_all(&client.ns_url("/triggers")).await?;
+            let items = client.list_all_triggers().await?;
             if out.output == Output::Json {
                 return print_json(&json!({ "items": items }));
             }
             let rows: Vec<Vec<String>> = items
                 .iter()
-                .map(|t| {
-                    let phase = if t["enabled"].as_bool() == Some(false) {
-                        format!("{} (disabled)", s(t, &["status", "phase"]))
+                .map(|rec| {
+                    let t = json(rec);
+                    let phase = if rec.spec.enabled {
+                        s(&t, &["status", "phase"])
                     } else {
-                        s(t, &["status", "phase"])
+                        format!("{} (disabled)", s(&t, &["status", "phase"]))
                     };
                     vec![
-                        s(t, &["name"]),
-                        s(t, &["type"]),
-                        s(t, &["function"]),
-                        schedule_cell(t),
+                        s(&t, &["name"]),
+                        s(&t, &["type"]),
+                        s(&t, &["function"]),
+                        schedule_cell(rec),
                         phase,
-                        if is_http(t) { trigger_public_url(&client, t) } else { s(t, &["status", "next_fire"]) },
+                        if is_http(rec) { client.trigger_url(rec) } else { s(&t, &["status", "next_fire"]) },
                     ]
                 })
                 .collect();
             print_table(&["NAME", "TYPE", "FUNCTION", "SCHEDULE", "PHASE", "NEXT_FIRE/URL"], &rows);
         }
         TriggerCommand::Get { name, out } => {
-            let (t, _) = get(&client, "triggers", &name).await?;
+            let rec = get_trigger(&client, &name).await?;
             if out.output == Output::Json {
-                return print_json(&t);
+                return print_json(&rec);
             }
+            let t = json(&rec);
             print_fields(
                 &t,
                 &[
@@ -204,9 +147,9 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
                     ("enabled", &["enabled"]),
                 ],
             );
-            if is_http(&t) {
+            if is_http(&rec) {
                 print_fields(&t, &[("auth", &["auth"])]);
-                println!("{:<15} {}", "url", trigger_public_url(&client, &t));
+                println!("{:<15} {}", "url", client.trigger_url(&rec));
             } else {
                 print_fields(
                     &t,
@@ -231,15 +174,15 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
             );
         }
         TriggerCommand::Delete { name } => {
-            client.expect(client.http().delete(client.ns_url(&format!("/triggers/{name}")))).await?;
+            client.delete_trigger(&name).await?;
             eprintln!("deleted trigger {name}");
         }
         TriggerCommand::Enable { name } => {
-            let t = patch(&client, "triggers", &name, &json!({ "enabled": true }), None).await?;
-            eprintln!("enabled trigger {name} ({})", s(&t, &["status", "phase"]));
+            let t = client.patch_trigger(&name, &json!({ "enabled": true }), None).await?;
+            eprintln!("enabled trigger {name} ({})", name_of(&t.status.phase));
         }
         TriggerCommand::Disable { name } => {
-            patch(&client, "triggers", &name, &json!({ "enabled": false }), None).await?;
+            client.patch_trigger(&name, &json!({ "enabled": false }), None).await?;
             eprintln!("disabled trigger {name}");
         }
     }
@@ -247,12 +190,12 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
 }
 
 pub async fn jobs(conn: &Connection, cmd: JobCommand) -> anyhow::Result<ExitCode> {
-    let client = Client::connect(conn)?;
+    let client = connect(conn)?;
     match cmd {
         JobCommand::Create(args) => create_job(&client, args).await?,
         JobCommand::Run(args) => return run_job(&client, args).await,
         JobCommand::List(out) => {
-            let items = client.list_all(&client.ns_url("/jobs")).await?;
+            let items = client.list_all_jobs().await?;
             if out.output == Output::Json {
                 print_json(&json!({ "items": items }))?;
                 return Ok(ExitCode::SUCCESS);
@@ -260,16 +203,17 @@ pub async fn jobs(conn: &Connection, cmd: JobCommand) -> anyhow::Result<ExitCode
             let rows: Vec<Vec<String>> = items
                 .iter()
                 .map(|j| {
+                    let j = json(j);
                     vec![
-                        s(j, &["name"]),
-                        s(j, &["function"]),
-                        s(j, &["run_id"]),
-                        s(j, &["enabled"]),
-                        s(j, &["status", "phase"]),
-                        s(j, &["status", "last_run", "run_id"]),
-                        s(j, &["status", "last_run", "outcome"]),
-                        s(j, &["status", "last_run", "duration_ms"]),
-                        s(j, &["status", "last_run", "started_at"]),
+                        s(&j, &["name"]),
+                        s(&j, &["function"]),
+                        s(&j, &["run_id"]),
+                        s(&j, &["enabled"]),
+                        s(&j, &["status", "phase"]),
+                        s(&j, &["status", "last_run", "run_id"]),
+                        s(&j, &["status", "last_run", "outcome"]),
+                        s(&j, &["status", "last_run", "duration_ms"]),
+                        s(&j, &["status", "last_run", "started_at"]),
                     ]
                 })
                 .collect();
@@ -279,15 +223,15 @@ pub async fn jobs(conn: &Connection, cmd: JobCommand) -> anyhow::Result<ExitCode
             );
         }
         JobCommand::Get { name, out } => {
-            let (j, _) = get(&client, "jobs", &name).await?;
+            let j = get_job(&client, &name).await?;
             if out.output == Output::Json {
                 print_json(&j)?;
             } else {
-                print_job(&j);
+                print_job(&json(&j));
             }
         }
         JobCommand::Delete { name } => {
-            client.expect(client.http().delete(client.ns_url(&format!("/jobs/{name}")))).await?;
+            client.delete_job(&name).await?;
             eprintln!("deleted job {name}");
         }
     }
@@ -304,20 +248,11 @@ async fn create_job(client: &Client, args: JobCreateArgs) -> anyhow::Result<()> 
     if let Some(p) = &args.payload {
         body["payload"] = read_payload(p)?;
     }
-    let j = client
-        .expect(client.http().post(client.ns_url("/jobs")).json(&body))
-        .await
-        .with_context(|| format!("creating job {}", args.name))?;
+    let j = client.create_job(&body).await.with_context(|| format!("creating job {}", args.name))?;
     if args.out.output == Output::Json {
         return print_json(&j);
     }
-    eprintln!(
-        "created job {} for {} (run_id {}): {}",
-        args.name,
-        args.function,
-        args.run_id,
-        s(&j, &["status", "phase"])
-    );
+    eprintln!("created job {} for {} (run_id {}): {}", args.name, args.function, args.run_id, name_of(&j.status.phase));
     Ok(())
 }
 
@@ -363,24 +298,23 @@ fn print_last_run(j: &Value) {
 async fn run_job(client: &Client, args: JobRunArgs) -> anyhow::Result<ExitCode> {
     let mut attempts = 0;
     let (job, run_id) = loop {
-        let (current, etag) = get(client, "jobs", &args.name).await?;
-        let run_id = current["run_id"].as_u64().context("the job has no run_id")? + 1;
-        let tag = etag.unwrap_or_else(|| format!("\"{}\"", s(&current, &["resource_version"])));
-        let (status, _, body) = patch_raw(client, "jobs", &args.name, &json!({ "run_id": run_id }), Some(&tag)).await?;
-        match status {
-            s if s.is_success() => break (body, run_id),
-            StatusCode::PRECONDITION_FAILED if attempts < 5 => attempts += 1,
-            s => bail!("{}", problem_text(s, &body)),
+        let current = get_job(client, &args.name).await?;
+        let run_id = current.spec.run_id + 1;
+        let tag = sless_client::etag(current.resource_version);
+        match client.patch_job(&args.name, &json!({ "run_id": run_id }), Some(&tag)).await {
+            Ok(job) => break (job, run_id),
+            Err(e) if e.status() == Some(412) && attempts < 5 => attempts += 1,
+            Err(e) => return Err(e.into()),
         }
     };
-    if job["enabled"].as_bool() == Some(false) {
+    if !job.spec.enabled {
         eprintln!("warning: job {} is disabled; run {run_id} starts when it is enabled", args.name);
     }
     if !args.wait {
         if args.out.output == Output::Json {
             print_json(&job)?;
         } else {
-            eprintln!("job {} run_id {run_id} requested ({})", args.name, s(&job, &["status", "phase"]));
+            eprintln!("job {} run_id {run_id} requested ({})", args.name, name_of(&job.status.phase));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -389,16 +323,15 @@ async fn run_job(client: &Client, args: JobRunArgs) -> anyhow::Result<ExitCode> 
     let tty = std::io::stderr().is_terminal();
     let mut last_message = String::new();
     let job = loop {
-        let (j, _) = get(client, "jobs", &args.name).await?;
-        let phase = j["status"]["phase"].as_str().unwrap_or_default();
-        let ran = j["status"]["last_run"]["run_id"].as_u64().unwrap_or(0);
-        if ran >= run_id && matches!(phase, "Succeeded" | "Failed") {
+        let j = get_job(client, &args.name).await?;
+        let ran = j.status.last_run.as_ref().map_or(0, |r| r.run_id);
+        if ran >= run_id && matches!(j.status.phase, JobPhase::Succeeded | JobPhase::Failed) {
             if ran > run_id {
                 eprintln!("note: run {run_id} was superseded by run {ran}");
             }
             break j;
         }
-        let message = format!("{phase}: {}", s(&j, &["status", "message"]));
+        let message = format!("{}: {}", name_of(&j.status.phase), j.status.message);
         if tty && message != last_message {
             eprintln!("job {} run {run_id}: {message}", args.name);
             last_message = message;
@@ -413,12 +346,13 @@ async fn run_job(client: &Client, args: JobRunArgs) -> anyhow::Result<ExitCode> 
         let _ = std::io::stderr().flush();
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let failed = job["status"]["phase"].as_str() == Some("Failed");
+    let failed = job.status.phase == JobPhase::Failed;
     if args.out.output == Output::Json {
         print_json(&job)?;
     } else {
-        print_fields(&job, &[("job", &["name"]), ("phase", &["status", "phase"])]);
-        print_last_run(&job);
+        let j = json(&job);
+        print_fields(&j, &[("job", &["name"]), ("phase", &["status", "phase"])]);
+        print_last_run(&j);
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -436,15 +370,5 @@ mod tests {
         let file = dir.path().join("p.json");
         std::fs::write(&file, "[1, 2]").expect("write");
         assert_eq!(read_payload(&format!("@{}", file.display())).expect("file"), json!([1, 2]));
-    }
-
-    #[test]
-    fn public_urls_come_from_the_status_or_the_function() {
-        let c = Client::new("http://h:1/", "t", "ns");
-        assert_eq!(
-            trigger_public_url(&c, &json!({"function": "f", "status": {"url": "/fn/ns/f"}})),
-            "http://h:1/fn/ns/f"
-        );
-        assert_eq!(trigger_public_url(&c, &json!({"function": "f", "status": {"url": null}})), "http://h:1/fn/ns/f");
     }
 }

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use sless_client::{Client, InvokeRequest, Method};
 
 /// The admin token every test server uses.
 pub const TOKEN: &str = "test-admin-token-0123456789";
@@ -30,7 +31,10 @@ pub struct Server {
     pub child: Option<Child>,
     pub stderr: PathBuf,
     _dir: Option<tempfile::TempDir>,
+    /// For requests a test builds itself (no token: [`Server::send`] adds it).
     pub http: reqwest::Client,
+    /// The typed client, with the admin token, in namespace `default`.
+    pub client: Client,
 }
 
 impl Server {
@@ -80,7 +84,9 @@ impl Server {
             .spawn()
             .expect("start sless server");
         let url = read_url(&mut child, &stderr);
-        Server { url, data: data.to_path_buf(), child: Some(child), stderr, _dir: None, http: reqwest::Client::new() }
+        let http = reqwest::Client::new();
+        let client = Client::with_http(http.clone(), &url, TOKEN, "default");
+        Server { url, data: data.to_path_buf(), child: Some(child), stderr, _dir: None, http, client }
     }
 
     /// Sends SIGTERM and waits for a clean exit; returns the exit status.
@@ -107,14 +113,10 @@ impl Server {
         format!("{}/v1/namespaces/default/functions{rest}", self.url)
     }
 
-    /// Any request with the admin token.
+    /// Any request with the admin token: the status, headers and body (JSON, else a string).
     pub async fn send(&self, req: reqwest::RequestBuilder) -> (u16, reqwest::header::HeaderMap, Value) {
-        let resp = req.bearer_auth(TOKEN).send().await.expect("request");
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let text = resp.text().await.expect("body");
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, headers, body)
+        let r = self.client.send(req).await.expect("request");
+        (r.status.as_u16(), r.headers.clone(), r.json_or_text())
     }
 
     pub async fn create(&self, spec: Value) -> (u16, Value) {
@@ -135,18 +137,13 @@ impl Server {
 
     /// Waits until `version` is built and active (or failed); returns the version object.
     pub async fn wait_version(&self, name: &str, version: u64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let (s, _, v) = self.send(self.http.get(self.api(&format!("/{name}/versions/{version}")))).await;
-            assert_eq!(s, 200, "{v}");
-            match v["phase"].as_str() {
-                Some("Failed") => return v,
-                Some("Ready") if v["active"] == true => return v,
-                _ => {}
-            }
-            assert!(Instant::now() < deadline, "version {version} of {name} never finished: {v}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let version = u32::try_from(version).expect("version number");
+        let v = self
+            .client
+            .wait_ready(name, version, Duration::from_secs(180), Duration::from_millis(50))
+            .await
+            .unwrap_or_else(|e| panic!("version {version} of {name}: {e:#?}\n{}", self.log()));
+        serde_json::to_value(&v).expect("version json")
     }
 
     /// Creates a function from files and waits until it is Ready; panics otherwise.
@@ -162,16 +159,15 @@ impl Server {
         if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
             spec.extend(extra.clone());
         }
-        let (s, b) = self.create(spec).await;
-        assert_eq!(s, 201, "{b}");
-        let (s, b) = self.upload(name, zip(files)).await;
-        assert_eq!(s, 202, "{b}");
-        let v = self.wait_version(name, b["version"].as_u64().expect("version")).await;
+        self.client.create_function(&spec).await.unwrap_or_else(|e| panic!("creating {name}: {e:#?}"));
+        let up = self.client.upload_code(name, zip(files)).await.unwrap_or_else(|e| panic!("uploading {name}: {e:#?}"));
+        let v = self.wait_version(name, u64::from(up.version)).await;
         assert_eq!(v["phase"], "Ready", "{v}\n{}", self.log());
         v
     }
 
-    /// Calls `/invoke{path}` with a method and optional body.
+    /// Calls `/invoke{path}` with a method and optional body (sent as JSON); the answer as
+    /// it came: status, headers, body (JSON, else a string).
     pub async fn invoke(
         &self,
         name: &str,
@@ -179,12 +175,14 @@ impl Server {
         path: &str,
         body: Option<&str>,
     ) -> (u16, reqwest::header::HeaderMap, Value) {
-        let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-        let mut req = self.http.request(m, self.api(&format!("/{name}/invoke{path}")));
+        let mut call = InvokeRequest::new(Method::from_bytes(method.as_bytes()).expect("method"));
+        // The path may carry a query: it is passed on as written.
+        call.path = path.to_string();
         if let Some(b) = body {
-            req = req.header("content-type", "application/json").body(b.to_string());
+            call = call.header("content-type", "application/json").body(b.to_string());
         }
-        self.send(req).await
+        let r = self.client.invoke(name, &call).await.expect("invoke");
+        (r.status.as_u16(), r.headers.clone(), r.json_or_text())
     }
 
     /// Runs the CLI against this server.
