@@ -57,7 +57,8 @@ async fn server_on_postgres_and_s3_keeps_functions_across_restarts() {
     let v1 = server.deploy("hello", "python3.11", "main.handler", &[("main.py", &code(1))], json!({})).await;
     assert_eq!(call_until_ok(&server, "hello").await, json!({"v": 1, "path": "/hi"}));
     let sha1 = v1["sha256"].as_str().expect("sha").to_string();
-    assert_eq!(s3.keys(), [format!("prod/archives/{sha1}.zip")]);
+    // The archive and its build log; nothing else.
+    assert_eq!(s3.keys(), [format!("prod/archives/{sha1}.zip"), format!("prod/build-logs/default/hello/1-{sha1}.log")]);
     invocations(&server, "hello", 1).await;
     // Nothing of the registry or the archives is in the data folder.
     assert!(!data.path().join("sless.db").exists());
@@ -81,14 +82,14 @@ async fn server_on_postgres_and_s3_keeps_functions_across_restarts() {
     assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
     let dry: Value = serde_json::from_slice(&dry.stdout).expect("json");
     assert_eq!((dry["dry_run"].as_bool(), dry["versions"][0]["version"].as_u64()), (Some(true), Some(1)));
-    assert_eq!(s3.keys().len(), 2);
+    assert_eq!(s3.keys().len(), 4, "two archives, two build logs");
     let out = server.cli(&["gc", "--keep-versions", "0", "--grace-sec", "0"]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains(&format!("archives/{sha1}.zip")) && stdout.contains("default/hello 1"), "{stdout}");
     assert!(stderr.contains("deleted 1 versions and 1 archives"), "{stderr}");
     let sha2 = v2["sha256"].as_str().expect("sha");
-    assert_eq!(s3.keys(), [format!("prod/archives/{sha2}.zip")]);
+    assert_eq!(s3.keys(), [format!("prod/archives/{sha2}.zip"), format!("prod/build-logs/default/hello/2-{sha2}.log")]);
     let (s, _, b) = server.send(server.http.get(server.api("/hello/versions"))).await;
     assert_eq!((s, b["items"].as_array().map(Vec::len)), (200, Some(1)), "{b}");
     assert_eq!(call_until_ok(&server, "hello").await["v"], 2);
