@@ -12,6 +12,7 @@ use crate::{Error, Result};
 
 /// What a user declares about a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobSpec {
     /// The function it runs (in the same namespace). It need not exist yet.
     pub function: String,
@@ -58,6 +59,7 @@ impl JobSpec {
 
 /// Phase of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum JobPhase {
     /// `run_id` is 0: nothing to run.
     Skipped,
@@ -73,6 +75,7 @@ pub enum JobPhase {
 
 /// The result of one run of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobRun {
     /// The `run_id` this run was for.
     pub run_id: u64,
@@ -92,6 +95,7 @@ pub struct JobRun {
 
 /// The status of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobStatus {
     /// The phase.
     pub phase: JobPhase,
@@ -126,6 +130,7 @@ impl Default for JobStatus {
 
 /// A stored job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobRecord {
     /// The namespace.
     pub namespace: String,

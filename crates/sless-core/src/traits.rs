@@ -16,6 +16,7 @@ use crate::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 
 /// A stored function: spec plus server-owned fields.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FunctionRecord {
     /// The namespace (tenant).
     pub namespace: String,
@@ -38,6 +39,7 @@ pub struct FunctionRecord {
 
 /// One uploaded code archive of a function.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionRecord {
     /// The function's namespace.
     pub namespace: String,
