@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -18,6 +18,7 @@ use sless_core::status::{FunctionStatus, VersionPhase};
 use sless_core::traits::{FunctionRecord, VersionRecord};
 
 use crate::body::{content_length, discard, media_type, read_json, read_limited};
+use crate::extract::{Path, Query};
 use crate::resource::{ListQuery, NamePath, NsPath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 

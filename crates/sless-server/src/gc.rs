@@ -1,11 +1,12 @@
 //! `POST /v1/gc`: runs the collector now and answers what it deleted.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use chrono::Utc;
 use serde::Deserialize;
 use sless_control::gc::{GcPolicy, GcReport, collect};
 
+use crate::extract::Query;
 use crate::{ApiResult, AppError, AppState};
 
 /// `?keep_versions=&grace_sec=&dry_run=`; each defaults to the server's policy.

@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
@@ -15,6 +15,7 @@ use sless_core::invocation::{InvocationQuery, InvocationRecord, Outcome};
 use sless_core::names::validate_name;
 use tokio::sync::broadcast;
 
+use crate::extract::{Path, Query};
 use crate::resource::NamePath;
 use crate::{ApiResult, AppError, AppState};
 

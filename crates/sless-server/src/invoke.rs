@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
@@ -15,6 +15,7 @@ use sless_core::names::validate_name;
 use sless_core::trigger::HttpAuth;
 
 use crate::body::read_limited;
+use crate::extract::Path;
 use crate::{ApiResult, AppError, AppState, auth};
 
 #[derive(Deserialize)]

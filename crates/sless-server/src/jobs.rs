@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
@@ -12,6 +12,7 @@ use sless_core::names::validate_name;
 use sless_core::spec::check_same_name;
 
 use crate::body::read_json;
+use crate::extract::{Path, Query};
 use crate::resource::{ListQuery, NamePath, NsPath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 

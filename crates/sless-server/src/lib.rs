@@ -5,6 +5,7 @@
 mod auth;
 mod body;
 mod error;
+mod extract;
 mod functions;
 mod gc;
 mod invocations;

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
@@ -14,6 +14,7 @@ use sless_core::traits::Page;
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus, TriggerType};
 
 use crate::body::read_json;
+use crate::extract::{Path, Query};
 use crate::resource::{ListQuery, NamePath, NsPath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 
