@@ -34,6 +34,7 @@ impl Default for GcPolicy {
 
 /// A version the collector deleted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CollectedVersion {
     /// The function's namespace.
     pub namespace: String,
@@ -47,6 +48,7 @@ pub struct CollectedVersion {
 
 /// An archive the collector deleted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CollectedArchive {
     /// Its blob key.
     pub key: String,
@@ -56,6 +58,7 @@ pub struct CollectedArchive {
 
 /// What one run deleted (or, on a dry run, would delete).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GcReport {
     /// Whether nothing was actually deleted.
     pub dry_run: bool,

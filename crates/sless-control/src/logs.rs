@@ -13,6 +13,7 @@ const RECENT_LINES: usize = 1000;
 
 /// One output line of a function.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LogLine {
     /// When sless read it.
     pub time: DateTime<Utc>,

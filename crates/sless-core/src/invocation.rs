@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// What made the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Source {
     /// The invoke API (`/v1/…/invoke`).
     Invoke,
@@ -37,6 +38,7 @@ impl Source {
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Outcome {
     /// The function answered (any status it chose).
     Ok,
@@ -77,6 +79,7 @@ impl Outcome {
 
 /// How a cold start began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ColdStart {
     /// A new runtime process (interpreter start plus the function's import).
@@ -106,6 +109,7 @@ impl ColdStart {
 
 /// One recorded call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InvocationRecord {
     /// UUIDv7 (time-ordered); also the request id the handler saw.
     pub id: String,
@@ -140,6 +144,7 @@ pub struct InvocationRecord {
     /// For a cold start, how the instance began: `process` (a new interpreter) or `pool` (a
     /// warm-pool process that loaded the function for this call).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub cold_start_kind: Option<ColdStart>,
     /// The lines the call printed (capped; the last line says so when cut). Lists leave them
     /// out (read as empty).

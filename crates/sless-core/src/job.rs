@@ -13,6 +13,7 @@ use crate::{Error, Result};
 
 /// What a user declares about a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobSpec {
     /// The function it runs (in the same namespace). It need not exist yet.
     pub function: String,
@@ -59,6 +60,7 @@ impl JobSpec {
 
 /// Phase of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum JobPhase {
     /// `run_id` is 0: nothing to run.
     Skipped,
@@ -74,6 +76,7 @@ pub enum JobPhase {
 
 /// The result of one run of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobRun {
     /// The `run_id` this run was for.
     pub run_id: u64,
@@ -93,6 +96,7 @@ pub struct JobRun {
 
 /// The status of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobStatus {
     /// The phase.
     pub phase: JobPhase,
@@ -128,6 +132,7 @@ impl Default for JobStatus {
 /// A stored job. Serialised as the API's job object (the spec's fields flat); `Deserialize`
 /// reads that object back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobRecord {
     /// The namespace.
     pub namespace: String,

@@ -67,6 +67,24 @@ impl<'de> Deserialize<'de> for ResourceVersion {
     }
 }
 
+/// In the OpenAPI document: a whole number or a non-empty string (see the type's doc).
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for ResourceVersion {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Integer))
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .description(Some(
+                "Opaque version of the resource, changed by every spec change; send it back in If-Match.",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for ResourceVersion {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

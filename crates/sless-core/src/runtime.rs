@@ -7,6 +7,7 @@ use crate::{Error, Result};
 /// A supported language runtime. Adding a runtime is one variant here plus its shim in
 /// `runtimes/<name>/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Runtime {
     /// CPython 3.11 (`python3.11`).
     #[serde(rename = "python3.11")]

@@ -27,6 +27,7 @@ pub const RESERVED_ENV_PREFIXES: [&str; 2] = ["SLESS_", "AWS_LAMBDA_"];
 
 /// What the user declares about a function. Serialised flat, as in the API's function object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FunctionSpec {
     /// The language runtime.
     pub runtime: Runtime,
@@ -42,13 +43,16 @@ pub struct FunctionSpec {
     pub enabled: bool,
     /// Calls one instance serves at once (1–100, default 1).
     #[serde(default = "default_concurrency")]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub concurrency: u32,
     /// Most instances at once (1–1000); `None`: the server's default.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub max_instances: Option<u32>,
     /// Seconds an idle instance is kept before it stops (1–86400); `None`: the server's
     /// default (300 s).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub idle_timeout_sec: Option<u32>,
 }
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// Lifecycle phase of a function: `Pending` (no code yet) → `Building` → `Ready` / `Failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum FunctionPhase {
     /// Created, no code uploaded yet.
     Pending,
@@ -18,6 +19,7 @@ pub enum FunctionPhase {
 
 /// Build phase of one version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum VersionPhase {
     /// Being built.
     Building,
@@ -46,6 +48,7 @@ impl VersionPhase {
 /// A condition as in Kubernetes API conventions (`metav1.Condition`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Condition {
     /// e.g. `Ready`, `BuildSucceeded`.
     #[serde(rename = "type")]
@@ -62,6 +65,7 @@ pub struct Condition {
 
 /// The status of a function.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FunctionStatus {
     /// The phase.
     pub phase: FunctionPhase,

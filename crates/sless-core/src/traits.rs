@@ -19,6 +19,7 @@ use crate::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 /// (the spec's fields flat); `Deserialize` reads that object back (unknown fields, such as the
 /// API's `url`, are ignored).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FunctionRecord {
     /// The namespace (tenant).
     pub namespace: String,
@@ -101,6 +102,7 @@ stored_record!(JobRecord, NewJob);
 
 /// One uploaded code archive of a function.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionRecord {
     /// The function's namespace.
     pub namespace: String,

@@ -14,6 +14,7 @@ use crate::{Error, Result};
 /// The kind of trigger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TriggerType {
     /// Publishes the function at `/fn/{ns}/{function}[/{path}]`.
     Http,
@@ -24,6 +25,7 @@ pub enum TriggerType {
 /// Who may call an `http` trigger's URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum HttpAuth {
     /// Anyone (the default).
     #[default]
@@ -37,6 +39,7 @@ pub const MAX_PREWARM_SEC: u32 = 3600;
 
 /// What a user declares about a trigger. Serialised flat, as in the API's trigger object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TriggerSpec {
     /// The function it calls (in the same namespace). It need not exist yet.
     pub function: String,
@@ -169,6 +172,7 @@ impl TriggerSpec {
 /// Phase of a trigger: `Waiting` (its function is missing or not ready, or it is disabled),
 /// `Active`, `Failed` (its function failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TriggerPhase {
     /// Not firing yet; `message` says why.
     Waiting,
@@ -180,6 +184,7 @@ pub enum TriggerPhase {
 
 /// The status of a trigger.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TriggerStatus {
     /// The phase.
     pub phase: TriggerPhase,
@@ -218,6 +223,7 @@ impl Default for TriggerStatus {
 /// A stored trigger. Serialised as the API's trigger object (the spec's fields flat); `Deserialize`
 /// reads that object back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TriggerRecord {
     /// The namespace.
     pub namespace: String,

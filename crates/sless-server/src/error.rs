@@ -2,7 +2,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 
 /// An API error. Messages are for users; internal causes are logged once, here, and never
 /// sent (they may hold paths or driver details).
@@ -85,20 +85,21 @@ impl IntoResponse for AppError {
             }
             other => other.to_string(),
         };
-        let mut body = json!({
-            "type": format!("https://sless.dev/problems/{slug}"),
-            "title": title,
-            "status": status.as_u16(),
-            "detail": detail,
-        });
-        match &self {
-            AppError::Core(sless_core::Error::InvalidField { field, .. }) => body["field"] = json!(field),
-            AppError::Core(sless_core::Error::InvalidArchive { entry: Some(entry), .. }) => {
-                body["entry"] = json!(entry)
-            }
-            _ => {}
-        }
-        let mut response = (status, body.to_string()).into_response();
+        let (field, entry) = match &self {
+            AppError::Core(sless_core::Error::InvalidField { field, .. }) => (Some(field.clone()), None),
+            AppError::Core(sless_core::Error::InvalidArchive { entry: Some(entry), .. }) => (None, Some(entry.clone())),
+            _ => (None, None),
+        };
+        let body = Problem {
+            type_: format!("https://sless.dev/problems/{slug}"),
+            title: title.to_string(),
+            status: status.as_u16(),
+            detail,
+            field,
+            entry,
+        };
+        let body = serde_json::to_string(&body).unwrap_or_default();
+        let mut response = (status, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         match self {
@@ -112,6 +113,30 @@ impl IntoResponse for AppError {
         }
         response
     }
+}
+
+/// An RFC 9457 problem: the body of every error of the API (`application/problem+json`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem, `https://sless.dev/problems/<slug>`, e.g.
+    /// `…/invalid-field`, `…/not-found`, `…/unauthorized`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// A short summary of the kind, e.g. `Invalid field`.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What went wrong, for a user.
+    pub detail: String,
+    /// The request field at fault (a body field such as `memory_mb` or `env.A`, a parameter
+    /// such as `limit`, or `body`), for a 400.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub field: Option<String>,
+    /// The zip entry at fault, for a 422.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub entry: Option<String>,
 }
 
 /// `Result` with [`AppError`].

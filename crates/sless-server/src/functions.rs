@@ -1,10 +1,10 @@
 //! Functions, versions and code upload (docs/api.md; docs/architecture.md, "Archives and builds").
 
-use std::borrow::Borrow;
+use std::borrow::Cow;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -16,11 +16,11 @@ use sless_core::names::validate_name;
 use sless_core::resource_version::ResourceVersion;
 use sless_core::spec::{FunctionSpec, check_same_name};
 use sless_core::status::{FunctionStatus, VersionPhase};
-use sless_core::traits::FunctionRecord;
-use sless_core::traits::New;
+use sless_core::traits::{FunctionRecord, New, VersionRecord};
 
 use crate::body::{content_length, discard, media_type, read_json, read_limited};
-use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
+use crate::extract::{Path, Query};
+use crate::resource::{ListQuery, NamePath, NsPath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 
 /// Media types accepted for a code archive.
@@ -32,29 +32,83 @@ fn function_response(state: &AppState, status: StatusCode, f: &FunctionRecord) -
 }
 
 fn function_json(state: &AppState, f: &FunctionRecord) -> Value {
-    serde_json::to_value(FunctionView::new(state, f)).unwrap_or(Value::Null)
+    serde_json::to_value(FunctionView::new(state, Cow::Borrowed(f))).unwrap_or(Value::Null)
 }
 
 /// A function's object in a response: the record's fields in their order, then `url`.
-/// `F` is the record or a reference to it.
-#[derive(Serialize)]
-struct FunctionView<F> {
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Function)]
+pub(crate) struct FunctionView<'a> {
     #[serde(flatten)]
-    record: F,
+    #[schema(value_type = FunctionRecord)]
+    record: Cow<'a, FunctionRecord>,
+    /// The function's invoke URL.
     url: String,
 }
 
-impl<F: Borrow<FunctionRecord>> FunctionView<F> {
-    fn new(state: &AppState, record: F) -> Self {
-        let f = record.borrow();
-        let url = format!("{}/v1/namespaces/{}/functions/{}/invoke", state.base_url, f.namespace, f.name);
+impl<'a> FunctionView<'a> {
+    fn new(state: &AppState, record: Cow<'a, FunctionRecord>) -> Self {
+        let url = format!("{}/v1/namespaces/{}/functions/{}/invoke", state.base_url, record.namespace, record.name);
         FunctionView { record, url }
     }
 }
 
+/// What `PUT …/code` answers (202).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct UploadResult {
+    /// The version this archive is (a new one, or the existing version with the same SHA-256).
+    version: u32,
+    /// Lowercase hex SHA-256 of the archive.
+    sha256: String,
+    /// The archive's size in bytes.
+    size_bytes: u64,
+    /// Whether a new version was created.
+    created: bool,
+    /// The version's build phase.
+    phase: VersionPhase,
+}
+
+/// What `POST …/rollback` answers (202).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct RollbackResult {
+    /// The version being made active.
+    version: u32,
+    /// Its archive's SHA-256.
+    sha256: String,
+}
+
+/// A version as `GET …/versions/{n}` shows it: the record, then `active`.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Version)]
+pub(crate) struct VersionView {
+    #[serde(flatten)]
+    record: VersionRecord,
+    /// Whether it serves calls.
+    active: bool,
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/functions",
+    operation_id = "createFunction",
+    summary = "Create a function",
+    tag = "functions",
+    params(crate::resource::NsPath),
+    request_body(content = crate::openapi::FunctionInput, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created.", body = FunctionView, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 409, response = crate::openapi::Conflict),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    Path(ns): Path<String>,
+    Path(NsPath { ns }): Path<NsPath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -68,23 +122,72 @@ pub(crate) async fn create(
     Ok(function_response(&state, StatusCode::CREATED, &record))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/functions",
+    operation_id = "listFunctions",
+    summary = "List functions",
+    tag = "functions",
+    params(crate::resource::NsPath, crate::resource::ListQuery),
+    responses(
+        (status = 200, description = "A page, sorted by name.", body = crate::openapi::FunctionList),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Path(ns): Path<String>,
+    Path(NsPath { ns }): Path<NsPath>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
     validate_name("namespace", &ns)?;
     let page = q.page()?;
     let listed = state.registry.list_functions(&ns, &page).await?;
-    ListQuery::respond_serialized(listed, |f| FunctionView::new(&state, f))
+    ListQuery::respond_serialized(listed, |f| FunctionView::new(&state, Cow::Owned(f)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/functions/{name}",
+    operation_id = "getFunction",
+    summary = "Read a function",
+    tag = "functions",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 200, description = "The function.", body = FunctionView, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let f = state.registry.get_function(ns, name).await?;
     Ok(function_response(&state, StatusCode::OK, &f))
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/namespaces/{ns}/functions/{name}",
+    operation_id = "replaceFunction",
+    summary = "Replace a function's spec",
+    tag = "functions",
+    params(crate::resource::NamePath, ("If-Match" = Option<String>, Header, description = "`\"<resource_version>\"`: 412 when stale")),
+    request_body(content = crate::openapi::FunctionInput, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Replaced (or unchanged).", body = FunctionView, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn replace(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -99,6 +202,25 @@ pub(crate) async fn replace(
     apply_spec(&state, ns, name, spec, expected).await
 }
 
+#[utoipa::path(
+    patch,
+    path = "/v1/namespaces/{ns}/functions/{name}",
+    operation_id = "patchFunction",
+    summary = "Merge-patch a function's spec",
+    tag = "functions",
+    params(crate::resource::NamePath, ("If-Match" = Option<String>, Header, description = "`\"<resource_version>\"`: 412 when stale")),
+    request_body(content = crate::openapi::FunctionPatch, content_type = "application/merge-patch+json"),
+    responses(
+        (status = 200, description = "Patched (or unchanged).", body = FunctionView, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn patch(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -145,6 +267,21 @@ async fn apply_spec(
     Ok(function_response(state, StatusCode::OK, &updated))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/namespaces/{ns}/functions/{name}",
+    operation_id = "deleteFunction",
+    summary = "Delete a function with its versions",
+    tag = "functions",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 202, description = "Deleted; the body is the function as it was.", body = FunctionView, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let f = state.registry.get_function(ns, name).await?;
@@ -153,6 +290,29 @@ pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath
     Ok(function_response(&state, StatusCode::ACCEPTED, &f))
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/namespaces/{ns}/functions/{name}/code",
+    operation_id = "uploadCode",
+    summary = "Upload a code archive (a new version)",
+    tag = "functions",
+    params(crate::resource::NamePath),
+    request_body(description = "A zip archive of the function's folder (at most 50 MiB).", content(
+        (Vec<u8> = "application/zip"),
+        (Vec<u8> = "application/x-zip-compressed"),
+        (Vec<u8> = "application/octet-stream"),
+    )),
+    responses(
+        (status = 202, description = "Stored; the version builds and rolls out in the background.", body = UploadResult),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 422, response = crate::openapi::InvalidArchive),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn upload(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -216,20 +376,35 @@ pub(crate) async fn upload(
         UploadAction::Activate | UploadAction::AlreadyBuilding => {}
     }
     let phase = if action == UploadAction::Build { VersionPhase::Building } else { version.phase };
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({
-            "version": version.version,
-            "sha256": checked.sha256,
-            "size_bytes": checked.size_bytes,
-            "created": created,
-            "phase": phase,
-        })),
-    )
-        .into_response())
+    let result = UploadResult {
+        version: version.version,
+        sha256: checked.sha256,
+        size_bytes: checked.size_bytes,
+        created,
+        phase,
+    };
+    Ok((StatusCode::ACCEPTED, Json(result)).into_response())
 }
 
 /// `POST …/rollback {"version": n}`: makes a built earlier version active again.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/functions/{name}/rollback",
+    operation_id = "rollback",
+    summary = "Make an earlier version active again",
+    tag = "functions",
+    params(crate::resource::NamePath),
+    request_body(content = crate::openapi::RollbackRequest, content_type = "application/json"),
+    responses(
+        (status = 202, description = "The version rolls out in the background.", body = RollbackResult),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn rollback(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -257,19 +432,42 @@ pub(crate) async fn rollback(
     if f.active_version != Some(version) {
         state.rollouts.start(ns, name, version);
     }
-    Ok((StatusCode::ACCEPTED, Json(json!({ "version": version, "sha256": v.sha256 }))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(RollbackResult { version, sha256: v.sha256 })).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/functions/{name}/versions",
+    operation_id = "listVersions",
+    summary = "List a function's versions",
+    tag = "functions",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 200, description = "Every version.", body = crate::openapi::VersionList),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn versions(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Json<Value>> {
     let (ns, name) = p.validated()?;
     let items = state.registry.list_versions(ns, name).await?;
     Ok(Json(json!({ "items": items, "next_cursor": null })))
 }
 
-#[derive(Deserialize)]
+/// `…/functions/{name}/versions/{version}`.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
 pub(crate) struct VersionPath {
+    /// The namespace (a DNS-1123 label).
+    #[param(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     ns: String,
+    /// The function (a DNS-1123 label).
+    #[param(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     name: String,
+    /// The version number.
+    #[param(value_type = u32, minimum = 1)]
     version: String,
 }
 
@@ -282,15 +480,43 @@ impl VersionPath {
     }
 }
 
-pub(crate) async fn version(State(state): State<AppState>, Path(p): Path<VersionPath>) -> ApiResult<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/functions/{name}/versions/{version}",
+    operation_id = "getVersion",
+    summary = "Read a version",
+    tag = "functions",
+    params(VersionPath),
+    responses(
+        (status = 200, description = "The version.", body = VersionView),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
+pub(crate) async fn version(State(state): State<AppState>, Path(p): Path<VersionPath>) -> ApiResult<Json<VersionView>> {
     let (ns, name, v) = p.validated()?;
     let f = state.registry.get_function(ns, name).await?;
-    let version = state.registry.get_version(ns, name, v).await?;
-    let mut body = serde_json::to_value(&version).unwrap_or(Value::Null);
-    body["active"] = json!(f.active_version == Some(v));
-    Ok(Json(body))
+    let record = state.registry.get_version(ns, name, v).await?;
+    Ok(Json(VersionView { active: f.active_version == Some(v), record }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/functions/{name}/versions/{version}/build-log",
+    operation_id = "getBuildLog",
+    summary = "A version's build log",
+    tag = "functions",
+    params(VersionPath),
+    responses(
+        (status = 200, description = "The build's output.", body = String, content_type = "text/plain"),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn build_log(State(state): State<AppState>, Path(p): Path<VersionPath>) -> ApiResult<Response> {
     let (ns, name, v) = p.validated()?;
     let version = state.registry.get_version(ns, name, v).await?;

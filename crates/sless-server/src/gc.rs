@@ -1,18 +1,26 @@
 //! `POST /v1/gc`: runs the collector now and answers what it deleted.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use chrono::Utc;
 use serde::Deserialize;
 use sless_control::gc::{GcPolicy, GcReport, collect};
 
+use crate::extract::Query;
 use crate::{ApiResult, AppError, AppState};
 
 /// `?keep_versions=&grace_sec=&dry_run=`; each defaults to the server's policy.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct GcParams {
+    /// Newest versions kept per function (besides the active one).
+    #[param(value_type = Option<u32>, minimum = 0)]
     keep_versions: Option<String>,
+    /// Archives younger than this many seconds are kept.
+    #[param(value_type = Option<u64>, minimum = 0)]
     grace_sec: Option<String>,
+    /// `true`: report what would be deleted, delete nothing.
+    #[param(value_type = Option<bool>)]
     dry_run: Option<String>,
 }
 
@@ -36,6 +44,20 @@ fn policy(defaults: &GcPolicy, q: &GcParams) -> ApiResult<GcPolicy> {
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/gc",
+    operation_id = "runGc",
+    summary = "Collect unused versions and archives now",
+    tag = "gc",
+    params(GcParams),
+    responses(
+        (status = 200, description = "What was deleted (or, on a dry run, would be).", body = GcReport),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn run(State(state): State<AppState>, Query(q): Query<GcParams>) -> ApiResult<Json<GcReport>> {
     let policy = policy(&state.gc, &q)?;
     let report = collect(state.registry.as_ref(), state.blobs.as_ref(), &policy, Utc::now()).await?;

@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
@@ -15,22 +15,37 @@ use sless_core::invocation::{InvocationQuery, InvocationRecord, Outcome};
 use sless_core::names::validate_name;
 use tokio::sync::broadcast;
 
+use crate::extract::{Path, Query};
 use crate::resource::NamePath;
 use crate::{ApiResult, AppError, AppState};
 
-#[derive(Deserialize)]
+/// `/v1/namespaces/{ns}/invocations/{id}`.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
 pub(crate) struct IdPath {
+    /// The namespace (a DNS-1123 label).
+    #[param(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     ns: String,
+    /// The record's id (a UUIDv7, the call's request id).
     id: String,
 }
 
 /// `?status=ok,error&since=&until=&limit=&cursor=`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
+    /// A comma-separated list of outcomes (`ok`, `error`, `timeout`, `oom`, `crash`, `rejected`).
     status: Option<String>,
+    /// Only calls started at or after this RFC 3339 time.
+    #[param(value_type = Option<chrono::DateTime<chrono::Utc>>)]
     since: Option<String>,
+    /// Only calls started before this RFC 3339 time.
+    #[param(value_type = Option<chrono::DateTime<chrono::Utc>>)]
     until: Option<String>,
+    /// Records per page, 1–1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
+    /// The `next_cursor` of the previous page.
     cursor: Option<String>,
 }
 
@@ -54,6 +69,21 @@ fn summary(r: &InvocationRecord) -> Value {
     v
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/functions/{name}/invocations",
+    operation_id = "listInvocations",
+    summary = "List a function's invocation records",
+    tag = "invocations",
+    params(crate::resource::NamePath, ListParams),
+    responses(
+        (status = 200, description = "A page of records, newest first.", body = crate::openapi::InvocationList),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -97,20 +127,58 @@ pub(crate) async fn list(
     Ok(Json(json!({ "items": items, "next_cursor": next })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/invocations/{id}",
+    operation_id = "getInvocation",
+    summary = "Read an invocation record with its logs",
+    tag = "invocations",
+    params(IdPath),
+    responses(
+        (status = 200, description = "The record with its logs.", body = InvocationRecord),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<IdPath>) -> ApiResult<Json<InvocationRecord>> {
     validate_name("namespace", &p.ns)?;
     Ok(Json(state.invocations.get(&p.ns, &p.id).await?))
 }
 
 /// `?tail=N&follow=true`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct LogParams {
+    /// How many recent lines, 0–1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 0, maximum = 1000)]
     tail: Option<String>,
+    /// `true`: stream the lines as server-sent events as they are printed.
+    #[param(value_type = Option<bool>)]
     follow: Option<String>,
 }
 
 /// The function's recent output; with `follow=true` a server-sent event stream of it
 /// (HTML Living Standard §9.2), one `data:` JSON line per output line.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/functions/{name}/logs",
+    operation_id = "getLogs",
+    summary = "A function's recent output, or a live stream of it",
+    tag = "invocations",
+    params(crate::resource::NamePath, LogParams),
+    responses(
+        (status = 200, description = "The recent lines; with `follow=true` a server-sent event stream, one `data:` JSON `LogLine` per line.", content(
+            (crate::openapi::LogList = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn logs(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
@@ -15,6 +15,7 @@ use sless_core::names::validate_name;
 use sless_core::trigger::HttpAuth;
 
 use crate::body::read_limited;
+use crate::extract::Path;
 use crate::{ApiResult, AppError, AppState, auth};
 
 #[derive(Deserialize)]
@@ -25,6 +26,29 @@ pub(crate) struct InvokePath {
 }
 
 /// `ANY /v1/namespaces/{ns}/functions/{name}/invoke[/{path}]` (behind the admin token).
+#[utoipa::path(
+    method(get, post, put, delete, options, head, patch, trace),
+    path = "/v1/namespaces/{ns}/functions/{name}/invoke",
+    operation_id = "invoke",
+    summary = "Call a function",
+    tag = "invoke",
+    params(("ns" = String, Path, description = "The namespace (a DNS-1123 label)."), ("name" = String, Path, description = "The function (a DNS-1123 label).")),
+    request_body(content = Vec<u8>, description = "Any body (at most `--max-body-mb`, 6 MiB); it becomes the event's `body`.", content_type = "*/*"),
+    responses(
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 429, description = "No instance can take the call (`TooManyRequestsException`, `Retry-After: 1`).", body = crate::openapi::FunctionError),
+        (status = 502, description = "The function failed (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
+        (status = 503, description = "No ready version, disabled (problem+json, `Retry-After`), or crash-looping (`Function.CrashLoop`, `Retry-After`).", content(
+            (crate::error::Problem = "application/problem+json"),
+            (crate::openapi::FunctionError = "application/json"),
+        )),
+        (status = 504, description = "The function ran past `timeout_sec` (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
+        (status = "default", description = "The function's answer: its status, headers and body (`X-Request-Id`, `X-Sless-Version`)."),
+    )
+)]
 pub(crate) async fn invoke(
     state: State<AppState>,
     peer: ConnectInfo<SocketAddr>,
@@ -36,6 +60,29 @@ pub(crate) async fn invoke(
 
 /// `ANY /fn/{ns}/{name}[/{path}]`: public unless the function's http trigger says
 /// `auth: token`; 404 without an enabled http trigger (docs/architecture.md, "Security").
+#[utoipa::path(
+    method(get, post, put, delete, options, head, patch, trace),
+    path = "/fn/{ns}/{name}",
+    operation_id = "callPublic",
+    summary = "Call a function through its http trigger",
+    tag = "invoke",
+    params(("ns" = String, Path, description = "The namespace (a DNS-1123 label)."), ("name" = String, Path, description = "The function (a DNS-1123 label).")),
+    request_body(content = Vec<u8>, description = "Any body (at most `--max-body-mb`, 6 MiB); it becomes the event's `body`.", content_type = "*/*"),
+    responses(
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 429, description = "No instance can take the call (`TooManyRequestsException`, `Retry-After: 1`).", body = crate::openapi::FunctionError),
+        (status = 502, description = "The function failed (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
+        (status = 503, description = "No ready version, disabled (problem+json, `Retry-After`), or crash-looping (`Function.CrashLoop`, `Retry-After`).", content(
+            (crate::error::Problem = "application/problem+json"),
+            (crate::openapi::FunctionError = "application/json"),
+        )),
+        (status = 504, description = "The function ran past `timeout_sec` (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
+        (status = "default", description = "The function's answer: its status, headers and body (`X-Request-Id`, `X-Sless-Version`)."),
+    )
+)]
 pub(crate) async fn public(
     state: State<AppState>,
     peer: ConnectInfo<SocketAddr>,

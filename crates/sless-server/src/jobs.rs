@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
@@ -12,16 +12,36 @@ use sless_core::spec::check_same_name;
 use sless_core::traits::New;
 
 use crate::body::read_json;
-use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
+use crate::extract::{Path, Query};
+use crate::resource::{ListQuery, NamePath, NsPath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 
 fn render(j: &JobRecord) -> Value {
     serde_json::to_value(j).unwrap_or(Value::Null)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/jobs",
+    operation_id = "createJob",
+    summary = "Create a job",
+    tag = "jobs",
+    params(crate::resource::NsPath),
+    request_body(content = crate::openapi::JobInput, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created.", body = JobRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 409, response = crate::openapi::Conflict),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    Path(ns): Path<String>,
+    Path(NsPath { ns }): Path<NsPath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -35,9 +55,24 @@ pub(crate) async fn create(
     Ok(with_etag(StatusCode::CREATED, render(&record), &record.resource_version))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/jobs",
+    operation_id = "listJobs",
+    summary = "List jobs",
+    tag = "jobs",
+    params(crate::resource::NsPath, crate::resource::ListQuery),
+    responses(
+        (status = 200, description = "A page, sorted by name.", body = crate::openapi::JobList),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Path(ns): Path<String>,
+    Path(NsPath { ns }): Path<NsPath>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     validate_name("namespace", &ns)?;
@@ -45,12 +80,46 @@ pub(crate) async fn list(
     Ok(ListQuery::respond(listed, render))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    operation_id = "getJob",
+    summary = "Read a job",
+    tag = "jobs",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 200, description = "The job.", body = JobRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let j = state.registry.get_job(ns, name).await?;
     Ok(with_etag(StatusCode::OK, render(&j), &j.resource_version))
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    operation_id = "replaceJob",
+    summary = "Replace a job's spec",
+    tag = "jobs",
+    params(crate::resource::NamePath, ("If-Match" = Option<String>, Header, description = "`\"<resource_version>\"`: 412 when stale")),
+    request_body(content = crate::openapi::JobInput, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Replaced (or unchanged).", body = JobRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn replace(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -71,6 +140,25 @@ pub(crate) async fn replace(
     Ok(with_etag(StatusCode::OK, render(&j), &j.resource_version))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    operation_id = "patchJob",
+    summary = "Merge-patch a job's spec",
+    tag = "jobs",
+    params(crate::resource::NamePath, ("If-Match" = Option<String>, Header, description = "`\"<resource_version>\"`: 412 when stale")),
+    request_body(content = crate::openapi::JobPatch, content_type = "application/merge-patch+json"),
+    responses(
+        (status = 200, description = "Patched (or unchanged).", body = JobRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn patch(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -90,6 +178,21 @@ pub(crate) async fn patch(
     Ok(with_etag(StatusCode::OK, render(&j), &j.resource_version))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    operation_id = "deleteJob",
+    summary = "Delete a job",
+    tag = "jobs",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 202, description = "Deleted; the body is the job as it was.", body = JobRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let j = state.registry.get_job(ns, name).await?;

@@ -5,11 +5,13 @@
 mod auth;
 mod body;
 mod error;
+mod extract;
 mod functions;
 mod gc;
 mod invocations;
 mod invoke;
 mod jobs;
+mod openapi;
 mod resource;
 mod triggers;
 
@@ -24,7 +26,8 @@ use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry};
 use tokio::net::TcpListener;
 
 pub use auth::AdminToken;
-pub use error::{ApiResult, AppError};
+pub use error::{ApiResult, AppError, Problem};
+pub use openapi::document as openapi_document;
 
 /// Limits the API enforces on requests.
 #[derive(Debug, Clone)]
@@ -109,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(health_ready))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi_json))
         .route("/fn/{ns}/{name}", any(invoke::public))
         .route("/fn/{ns}/{name}/", any(invoke::public))
         .route("/fn/{ns}/{name}/{*path}", any(invoke::public))
@@ -129,6 +133,14 @@ async fn health_ready(axum::extract::State(state): axum::extract::State<AppState
 
 async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> impl axum::response::IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.encode())
+}
+
+async fn openapi_json() -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match openapi::document().to_json() {
+        Ok(json) => ([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => AppError::Core(sless_core::Error::Internal(format!("the OpenAPI document: {e}"))).into_response(),
+    }
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then lets calls in flight finish.

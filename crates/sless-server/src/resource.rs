@@ -10,10 +10,24 @@ use sless_core::traits::{Listed, Page};
 
 use crate::{ApiResult, AppError};
 
+/// `/v1/namespaces/{ns}/<kind>`: a DNS-1123 label, checked by the handler.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(crate) struct NsPath {
+    /// The namespace (a DNS-1123 label).
+    #[param(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    pub(crate) ns: String,
+}
+
 /// `/v1/namespaces/{ns}/<kind>/{name}`: both DNS-1123 labels, checked by [`NamePath::validated`].
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
 pub(crate) struct NamePath {
+    /// The namespace (a DNS-1123 label).
+    #[param(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     ns: String,
+    /// The resource's name (a DNS-1123 label).
+    #[param(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     name: String,
 }
 
@@ -28,9 +42,13 @@ impl NamePath {
 
 /// `?limit=&cursor=` of a list. `limit` is 1–1000 (default 100); `cursor` is the
 /// `next_cursor` of the previous page.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
+    /// Items per page, 1–1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
+    /// The `next_cursor` of the previous page.
     cursor: Option<String>,
 }
 

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
@@ -14,7 +14,8 @@ use sless_core::traits::Page;
 use sless_core::trigger::{TriggerRecord, TriggerSpec, TriggerStatus, TriggerType};
 
 use crate::body::read_json;
-use crate::resource::{ListQuery, NamePath, check_namespace, if_match, with_etag};
+use crate::extract::{Path, Query};
+use crate::resource::{ListQuery, NamePath, NsPath, check_namespace, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
 
 fn render(t: &TriggerRecord) -> Value {
@@ -52,9 +53,28 @@ async fn check_unique_http(state: &AppState, ns: &str, name: &str, spec: &Trigge
     Ok(())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/triggers",
+    operation_id = "createTrigger",
+    summary = "Create a trigger",
+    tag = "triggers",
+    params(crate::resource::NsPath),
+    request_body(content = crate::openapi::TriggerInput, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created.", body = TriggerRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 409, response = crate::openapi::Conflict),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    Path(ns): Path<String>,
+    Path(NsPath { ns }): Path<NsPath>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -69,9 +89,24 @@ pub(crate) async fn create(
     Ok(with_etag(StatusCode::CREATED, render(&record), &record.resource_version))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/triggers",
+    operation_id = "listTriggers",
+    summary = "List triggers",
+    tag = "triggers",
+    params(crate::resource::NsPath, crate::resource::ListQuery),
+    responses(
+        (status = 200, description = "A page, sorted by name.", body = crate::openapi::TriggerList),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Path(ns): Path<String>,
+    Path(NsPath { ns }): Path<NsPath>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     validate_name("namespace", &ns)?;
@@ -79,12 +114,47 @@ pub(crate) async fn list(
     Ok(ListQuery::respond(listed, render))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/triggers/{name}",
+    operation_id = "getTrigger",
+    summary = "Read a trigger",
+    tag = "triggers",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 200, description = "The trigger.", body = TriggerRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let t = state.registry.get_trigger(ns, name).await?;
     Ok(with_etag(StatusCode::OK, render(&t), &t.resource_version))
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/namespaces/{ns}/triggers/{name}",
+    operation_id = "replaceTrigger",
+    summary = "Replace a trigger's spec",
+    tag = "triggers",
+    params(crate::resource::NamePath, ("If-Match" = Option<String>, Header, description = "`\"<resource_version>\"`: 412 when stale")),
+    request_body(content = crate::openapi::TriggerInput, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Replaced (or unchanged).", body = TriggerRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 409, response = crate::openapi::Conflict),
+        (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn replace(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -106,6 +176,26 @@ pub(crate) async fn replace(
     Ok(with_etag(StatusCode::OK, render(&t), &t.resource_version))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/v1/namespaces/{ns}/triggers/{name}",
+    operation_id = "patchTrigger",
+    summary = "Merge-patch a trigger's spec",
+    tag = "triggers",
+    params(crate::resource::NamePath, ("If-Match" = Option<String>, Header, description = "`\"<resource_version>\"`: 412 when stale")),
+    request_body(content = crate::openapi::TriggerPatch, content_type = "application/merge-patch+json"),
+    responses(
+        (status = 200, description = "Patched (or unchanged).", body = TriggerRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 409, response = crate::openapi::Conflict),
+        (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn patch(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
@@ -126,6 +216,21 @@ pub(crate) async fn patch(
     Ok(with_etag(StatusCode::OK, render(&t), &t.resource_version))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/namespaces/{ns}/triggers/{name}",
+    operation_id = "deleteTrigger",
+    summary = "Delete a trigger",
+    tag = "triggers",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 202, description = "Deleted; the body is the trigger as it was.", body = TriggerRecord, headers(("ETag" = String, description = "`\"<resource_version>\"`"))),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 503, response = crate::openapi::Unavailable),
+    )
+)]
 pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     let t = state.registry.get_trigger(ns, name).await?;
