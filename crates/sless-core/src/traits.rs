@@ -406,7 +406,7 @@ pub trait BlobStore: Send + Sync {
     async fn get(&self, key: &str) -> Result<Bytes>;
     /// Deletes a blob; a missing blob is not an error.
     async fn delete(&self, key: &str) -> Result<()>;
-    /// Every blob whose key starts with the folder `prefix` (e.g. `archives/`), in no
+    /// Every blob whose key starts with `prefix` (e.g. `archives/`), in no
     /// particular order.
     async fn list(&self, prefix: &str) -> Result<Vec<BlobMeta>>;
 }
