@@ -463,3 +463,36 @@ async fn a_scripted_build_pod_fails_its_job_with_the_log_as_termination_message(
     // Not simulated: there is no kubelet to serve the log.
     assert!(pods.logs(&pod.name_any(), &Default::default()).await.is_err());
 }
+
+/// KWOK's own steering per pod: its `pod-container-running-failed` stage fails a pod that
+/// carries its label, with the reason, message and exit code of its annotations.
+#[tokio::test]
+#[cfg_attr(sless_kube_testenv_no_go, ignore = "needs Go: scripts/kube-testenv build")]
+async fn kwok_fails_a_pod_labelled_for_its_failure_stage() {
+    let ns = TestNamespace::create("kwok-fail").await.expect("namespace");
+    let stage = "pod-container-running-failed.stage.kwok.x-k8s.io";
+    let failing: Pod = obj(json!({
+        "metadata": {
+            "name": "failing",
+            "labels": {stage: "true"},
+            "annotations": {
+                format!("{stage}/reason"): "OOMKilled",
+                format!("{stage}/message"): "out of memory",
+                format!("{stage}/exit-code"): "137",
+            },
+        },
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "registry.invalid/c:1"}]},
+    }));
+    let pods = ns.api::<Pod>();
+    pods.create(&PostParams::default(), &failing).await.expect("create");
+    let status = eventually("the pod to fail", WAIT, || async {
+        let status = pods.get("failing").await?.status.unwrap_or_default();
+        Ok((status.phase.as_deref() == Some("Failed")).then_some(status))
+    })
+    .await
+    .expect("failed");
+    let container = &status.container_statuses.expect("container statuses")[0];
+    let terminated = container.state.as_ref().and_then(|s| s.terminated.as_ref()).expect("terminated");
+    assert_eq!((terminated.exit_code, terminated.reason.as_deref()), (137, Some("OOMKilled")));
+    assert_eq!(terminated.message.as_deref(), Some("out of memory"));
+}
