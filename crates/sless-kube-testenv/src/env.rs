@@ -34,6 +34,7 @@ impl ControlPlane {
     /// # Errors
     /// [`Error::Kubeconfig`] when the file cannot be read or holds no usable context.
     pub async fn config(&self) -> Result<kube::Config> {
+        install_crypto_provider();
         let kubeconfig_error = |source| Error::Kubeconfig { path: self.kubeconfig.clone(), source };
         let file = Kubeconfig::read_from(&self.kubeconfig).map_err(kubeconfig_error)?;
         kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await.map_err(kubeconfig_error)
@@ -47,6 +48,19 @@ impl ControlPlane {
     pub async fn client(&self) -> Result<kube::Client> {
         Ok(kube::Client::try_from(self.config().await?)?)
     }
+}
+
+/// Installs rustls' `ring` provider as the process default, once. kube-rs enables `ring`; in a
+/// `cargo test --workspace` build, feature unification also enables `aws-lc-rs` (object_store's
+/// S3 client), and with two providers compiled in rustls refuses to pick one: the first TLS
+/// connection panics with "Could not automatically determine the process-level
+/// CryptoProvider" (docs/errors-log.md).
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // An error means another provider is already the default, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 static PLANE: OnceLock<std::result::Result<ControlPlane, String>> = OnceLock::new();
