@@ -121,7 +121,16 @@ impl Inner {
         self.registry.update_status(ns, name, &status, f.active_version).await?;
         let started = std::time::Instant::now();
         let out = match self.blobs.get(&blob_key(&v.sha256)).await {
-            Ok(archive) => self.executor.build(&InvokeTarget::new(&f, &v), archive).await?,
+            // A platform failure of the build fails this version too (it must not stay
+            // `Building` until the next start); the previous version keeps serving.
+            Ok(archive) => match self.executor.build(&InvokeTarget::new(&f, &v), archive).await {
+                Ok(out) => out,
+                Err(e) => BuildOutcome {
+                    ok: false,
+                    log: format!("error: the build could not run: {e}\n"),
+                    message: format!("the build could not run: {e}"),
+                },
+            },
             Err(e) => BuildOutcome {
                 ok: false,
                 log: format!("error: cannot read the archive: {e}\n"),
@@ -144,7 +153,10 @@ impl Inner {
             Err(e) => return Err(e),
         }
         // The log before the phase: whoever sees the version finished can read its log.
-        self.blobs.put(&build_log_key(ns, name, version, &v.sha256), out.log.into()).await?;
+        if let Err(e) = self.blobs.put(&build_log_key(ns, name, version, &v.sha256), out.log.into()).await {
+            // The outcome still counts; only the log is lost.
+            tracing::warn!(error = %e, "cannot store the build log");
+        }
         let phase = if out.ok { VersionPhase::Ready } else { VersionPhase::Failed };
         self.registry.set_version_build(ns, name, version, phase, &out.message).await?;
         Ok(())

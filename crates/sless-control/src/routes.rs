@@ -93,8 +93,10 @@ impl RouteCache {
         Ok(Ok(InvokeTarget { namespace: f.namespace, name: f.name, spec: f.spec, version, sha256: v.sha256 }))
     }
 
-    /// The function's enabled http trigger (docs/architecture.md, "Security": at most one; the first by name if a
-    /// race left two), `None` without one.
+    /// The function's enabled http trigger (at most one: the store's unique index; the first
+    /// by name should an older database hold two), `None` without one. A namespace without
+    /// any is not cached: unauthenticated `/fn/` calls naming made-up namespaces must not grow
+    /// the cache.
     pub async fn http_trigger(&self, namespace: &str, function: &str) -> Result<Option<TriggerRecord>> {
         let generation = self.registry.generation();
         let cached = match self.current(generation).http.get(namespace) {
@@ -106,7 +108,7 @@ impl RouteCache {
             None => {
                 let index = Arc::new(self.load_http(namespace).await?);
                 let mut e = self.current(self.registry.generation());
-                if e.generation == generation {
+                if e.generation == generation && !index.is_empty() {
                     e.http.insert(namespace.to_string(), (Instant::now(), index.clone()));
                 }
                 index

@@ -27,7 +27,8 @@ impl ResourceVersion {
 
     /// The count, for a store that counts its changes; `None` for a version it did not give.
     pub fn as_count(&self) -> Option<u64> {
-        self.0.parse().ok().filter(|_| self.0.bytes().all(|b| b.is_ascii_digit()))
+        // Only the text `from_count` writes: no sign, no leading zeros (`007` stays a string).
+        self.0.parse().ok().filter(|n: &u64| n.to_string() == self.0)
     }
 
     /// The version's text, as `ETag` shows it between quotes.
@@ -102,5 +103,9 @@ mod tests {
         assert_eq!(serde_json::from_str::<ResourceVersion>("\"a7f-3\"").unwrap(), opaque);
         assert!(serde_json::from_str::<ResourceVersion>("\"\"").is_err());
         assert_eq!(ResourceVersion::new("+7").unwrap().as_count(), None, "only plain digits are counts");
+        let padded = ResourceVersion::new("007").unwrap();
+        assert_eq!(padded.as_count(), None, "leading zeros are not a count");
+        let back: ResourceVersion = serde_json::from_str(&serde_json::to_string(&padded).unwrap()).unwrap();
+        assert_eq!(back, padded, "and round-trip as a string");
     }
 }

@@ -110,7 +110,7 @@ pub struct VersionRecord {
     pub function: String,
     /// 1, 2, … per function.
     pub version: u32,
-    /// Lowercase hex SHA-256 of the archive; also its blob key.
+    /// Lowercase hex SHA-256 of the archive (its blob key is `archive::blob_key(sha256)`).
     pub sha256: String,
     /// Archive size in bytes.
     pub size_bytes: u64,
@@ -397,7 +397,8 @@ pub struct BlobMeta {
     pub last_modified: DateTime<Utc>,
 }
 
-/// Where code archives are kept, keyed by SHA-256 (a folder locally; S3 in production).
+/// Where code archives and build logs are kept, by key (see `archive::blob_key`,
+/// `archive::build_log_key`); a folder locally, S3 in production.
 #[async_trait::async_trait]
 pub trait BlobStore: Send + Sync {
     /// Stores `bytes` under `key` (atomically: a reader sees all of it or nothing).

@@ -1,4 +1,4 @@
-//! Proofs that the tests run against real Kubernetes behaviour (issue 11, docs/kubernetes-testing.md):
+//! Proofs that the tests run against real Kubernetes behaviour (docs/kubernetes-testing.md):
 //! each test talks to the control plane of `scripts/kube-testenv` through kube-rs, in a
 //! namespace of its own.
 

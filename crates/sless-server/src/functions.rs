@@ -287,6 +287,8 @@ pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath
     let f = state.registry.get_function(ns, name).await?;
     state.registry.delete_function(ns, name).await?;
     state.executor.remove(ns, name).await?;
+    // A function created again under this name starts with no output of the old one.
+    state.logs.remove(ns, name);
     Ok(function_response(&state, StatusCode::ACCEPTED, &f))
 }
 
