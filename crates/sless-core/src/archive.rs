@@ -80,6 +80,9 @@ fn skipped(path: &str) -> bool {
     path == "__MACOSX" || path.starts_with("__MACOSX/") || path == ".DS_Store" || path.ends_with("/.DS_Store")
 }
 
+/// The longest file or folder name in an archive, in bytes (Linux's `NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+
 /// Normalises an entry name: `\` → `/`, no leading `./`, no empty or `.` segments. Rejects
 /// absolute paths, drive letters and `..`.
 fn normalise(raw: &str) -> Result<String> {
@@ -93,6 +96,13 @@ fn normalise(raw: &str) -> Result<String> {
             "" | "." => {}
             ".." => return Err(Error::archive(raw, "'..' in a path is not allowed")),
             s if s.contains('\0') => return Err(Error::archive(raw, "NUL in a path is not allowed")),
+            // Linux's NAME_MAX: a longer name would fail the unpack ("File name too long").
+            s if s.len() > MAX_NAME_BYTES => {
+                return Err(Error::archive(
+                    raw,
+                    format!("a file or folder name is longer than {MAX_NAME_BYTES} bytes"),
+                ));
+            }
             s => parts.push(s),
         }
     }
@@ -471,6 +481,20 @@ mod tests {
         let a = check_py(&bytes).expect("valid");
         assert_eq!(a.sha256.len(), 64);
         assert!(a.files.contains("lib/util.py"), "backslashes normalised: {:?}", a.files);
+    }
+
+    #[test]
+    fn regression_a_zip_entry_name_over_255_bytes_is_refused_naming_it() {
+        let long = format!("lib/{}.py", "x".repeat(MAX_NAME_BYTES));
+        match check_py(&zip_of(&[("main.py", b""), (long.as_str(), b"")])) {
+            Err(Error::InvalidArchive { entry: Some(e), message }) => {
+                assert_eq!(e, long);
+                assert!(message.contains("255 bytes"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let fits = format!("lib/{}.py", "x".repeat(MAX_NAME_BYTES - 3));
+        assert!(check_py(&zip_of(&[("main.py", b""), (fits.as_str(), b"")])).is_ok(), "255 bytes fit");
     }
 
     #[test]

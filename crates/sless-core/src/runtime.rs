@@ -126,6 +126,10 @@ impl Entrypoint {
         if value.starts_with('/') || value.contains('\\') || value.chars().any(char::is_whitespace) {
             return Err(bad("must be a relative path without spaces or backslashes"));
         }
+        // A NUL can never reach a process's argv: the version would stay `Building` for good.
+        if value.chars().any(char::is_control) {
+            return Err(bad("must not contain control characters"));
+        }
         let (folder, rest) = match value.rfind('/') {
             Some(i) => (&value[..i], &value[i + 1..]),
             None => ("", value),
@@ -173,6 +177,16 @@ mod tests {
         }
         for name in ["NODE_PATH", "NODE_ENV", "TZ", "PYTHONHASHSEED", "DEBUG"] {
             assert!(!node.reads_at_start(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn regression_an_entrypoint_with_a_nul_byte_is_refused() {
+        for bad in ["main\0.handler", "main.hand\u{7}ler", "src\n/main.handler"] {
+            match Entrypoint::parse("entrypoint", bad) {
+                Err(Error::InvalidField { field, .. }) => assert_eq!(field, "entrypoint"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
         }
     }
 

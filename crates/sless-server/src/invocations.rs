@@ -113,7 +113,13 @@ pub(crate) async fn list(
         outcomes,
         since: time("since", q.since.as_deref())?,
         until: time("until", q.until.as_deref())?,
-        before_id: q.cursor.filter(|c| !c.is_empty()),
+        // A cursor is the id (a UUID) of the last record of the page before: anything else
+        // would silently list from the start or read as an empty page.
+        before_id: match q.cursor.filter(|c| !c.is_empty()) {
+            Some(c) if uuid::Uuid::try_parse(&c).is_ok() => Some(c),
+            Some(_) => return Err(AppError::field("cursor", "is not a next_cursor this API gave")),
+            None => None,
+        },
         limit: limit + 1,
     };
     let mut items = state.invocations.list(ns, &query).await?;

@@ -62,6 +62,7 @@ impl ListQuery {
         if !(1..=1000).contains(&limit) {
             return Err(AppError::field("limit", "must be from 1 to 1000"));
         }
+        // The token is the store's to check (`InvalidField` naming `cursor`).
         Ok(Page { limit, continue_token: self.cursor.clone().filter(|c| !c.is_empty()) })
     }
 

@@ -286,7 +286,7 @@ impl Registry for FakeRegistry {
     }
 
     async fn list_functions(&self, namespace: &str, page: &Page) -> Result<Listed<FunctionRecord>> {
-        self.read("list_functions", |s| Ok(s.functions.page(namespace, page)))
+        self.read("list_functions", |s| s.functions.page(namespace, page))
     }
 
     async fn all_functions(&self) -> Result<Vec<FunctionRecord>> {
@@ -423,7 +423,7 @@ impl Registry for FakeRegistry {
     }
 
     async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Listed<TriggerRecord>> {
-        self.read("list_triggers", |s| Ok(s.triggers.page(namespace, page)))
+        self.read("list_triggers", |s| s.triggers.page(namespace, page))
     }
 
     async fn all_triggers(&self) -> Result<Vec<TriggerRecord>> {
@@ -458,7 +458,7 @@ impl Registry for FakeRegistry {
     }
 
     async fn list_jobs(&self, namespace: &str, page: &Page) -> Result<Listed<JobRecord>> {
-        self.read("list_jobs", |s| Ok(s.jobs.page(namespace, page)))
+        self.read("list_jobs", |s| s.jobs.page(namespace, page))
     }
 
     async fn all_jobs(&self) -> Result<Vec<JobRecord>> {

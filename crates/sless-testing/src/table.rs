@@ -45,10 +45,14 @@ pub(crate) fn next_resource_version(current: &ResourceVersion) -> ResourceVersio
 
 /// One page of `items` (sorted by name): at most `page.limit` after the continue token
 /// (the last name of the page before, as the SQL store's).
-pub(crate) fn page_of<'a, R: Resource + 'a>(items: impl Iterator<Item = &'a R>, page: &Page) -> Listed<R> {
+/// Errors: `InvalidField` naming `cursor` for a token that is not a name (as the SQL store).
+pub(crate) fn page_of<'a, R: Resource + 'a>(items: impl Iterator<Item = &'a R>, page: &Page) -> Result<Listed<R>> {
     let after = page.continue_token.as_deref().unwrap_or("");
+    if !after.is_empty() && sless_core::names::validate_name("cursor", after).is_err() {
+        return Err(Error::field("cursor", "is not a next_cursor this API gave"));
+    }
     let items: Vec<R> = items.filter(|r| r.key().1 > after).take(page.limit as usize + 1).cloned().collect();
-    Listed::from_overfetch(items, page.limit, |r| r.key().1.to_string())
+    Ok(Listed::from_overfetch(items, page.limit, |r| r.key().1.to_string()))
 }
 
 macro_rules! resource {
@@ -119,7 +123,7 @@ impl<R: Resource> Table<R> {
     }
 
     /// A page of a namespace, sorted by name.
-    pub(crate) fn page(&self, namespace: &str, page: &Page) -> Listed<R> {
+    pub(crate) fn page(&self, namespace: &str, page: &Page) -> Result<Listed<R>> {
         page_of(self.rows.values().filter(|r| r.key().0 == namespace), page)
     }
 

@@ -683,3 +683,67 @@ async fn a_wrong_method_is_a_problem() {
     problem(s, &h, &b, 405);
     assert_eq!(names(&server).await, vec!["f".to_string()]);
 }
+
+/// A cursor the API did not give is a 400 naming `cursor` (it was taken silently: the full
+/// list, or an empty page that read as "no records").
+#[tokio::test]
+async fn regression_a_garbage_cursor_is_a_400_naming_cursor() {
+    let server = Server::start();
+    let (s, _) = server.create(spec("f")).await;
+    assert_eq!(s, 201);
+    for cursor in ["%00%ff", "zzz%20z", "Not-A-Name"] {
+        for list in ["", "/f/invocations"] {
+            let url = format!("{}?cursor={cursor}", server.api(list));
+            let (s, h, b) = server.send(server.http.get(url)).await;
+            bad_field(s, &h, &b, "cursor");
+        }
+        for kind in ["triggers", "jobs"] {
+            let url = server.api("").replace("/functions", &format!("/{kind}?cursor={cursor}"));
+            let (s, h, b) = server.send(server.http.get(url)).await;
+            bad_field(s, &h, &b, "cursor");
+        }
+    }
+    // The cursors the API gives still page.
+    let (s, _) = server.create(spec("g")).await;
+    assert_eq!(s, 201);
+    let (_, _, first) = server.send(server.http.get(format!("{}?limit=1", server.api("")))).await;
+    let next = first["next_cursor"].as_str().expect("a next page").to_string();
+    let (s, _, second) = server.send(server.http.get(format!("{}?limit=1&cursor={next}", server.api("")))).await;
+    assert_eq!((s, second["items"][0]["name"].as_str()), (200, Some("g")), "{second}");
+}
+
+/// An entrypoint with a NUL (or another control character) is refused: it was accepted and
+/// the version stayed `Building` for good.
+#[tokio::test]
+async fn regression_an_entrypoint_with_a_nul_byte_is_a_400() {
+    let server = Server::start();
+    let (s, h, b) =
+        post_json(&server, json!({"name": "f", "runtime": "python3.11", "entrypoint": "main\u{0}.handler"})).await;
+    bad_field(s, &h, &b, "entrypoint");
+    let (s, _) = server.create(spec("f")).await;
+    assert_eq!(s, 201);
+    let patch = server
+        .http
+        .patch(server.api("/f"))
+        .header("content-type", "application/merge-patch+json")
+        .body(json!({"entrypoint": "main.hand\u{0}ler"}).to_string());
+    let (s, h, b) = server.send(patch).await;
+    bad_field(s, &h, &b, "entrypoint");
+    assert_eq!(names(&server).await, ["f"]);
+}
+
+/// A zip entry whose file name is over 255 bytes is a 422 naming it (it was accepted and
+/// failed the build with "File name too long").
+#[tokio::test]
+async fn regression_a_zip_entry_name_over_255_bytes_is_a_422_naming_it() {
+    let server = Server::start();
+    let (s, _) = server.create(spec("f")).await;
+    assert_eq!(s, 201);
+    let long = format!("{}.py", "x".repeat(260));
+    let main = b"def handler(event, context):\n    return 1\n";
+    let (s, h, b) =
+        upload_as(&server, "f", "application/zip", zip_bytes(&[("main.py", main), (long.as_str(), b"")])).await;
+    let b = problem(s, &h, &b, 422);
+    assert_eq!(b["entry"], json!(long), "{b}");
+    assert_eq!(files_under(&server.data.join("archives")), Vec::<String>::new(), "nothing stored");
+}

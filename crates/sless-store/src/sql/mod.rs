@@ -172,6 +172,18 @@ const JOBS: ResourceSql = resource_sql!(
     "status = $3"
 );
 
+/// Where a page starts: after the name its continue token holds ("" for the first page).
+/// Errors: `InvalidField` naming `cursor` for a token this store did not give (not a name):
+/// taken as it is, it would list from the start or read as an empty page.
+fn after_token(page: &Page) -> Result<&str> {
+    match page.continue_token.as_deref() {
+        None => Ok(""),
+        Some(token) => sless_core::names::validate_name("cursor", token)
+            .map(|()| token)
+            .map_err(|_| Error::field("cursor", "is not a next_cursor this API gave")),
+    }
+}
+
 /// The index that allows one http trigger per function (migrations `*_http_trigger_unique.sql`).
 const HTTP_TRIGGER_INDEX: &str = "triggers_http_function";
 
@@ -326,7 +338,7 @@ impl SqlRegistry {
     /// A page's rows and one more (see [`Listed::from_overfetch`]); the continue token is
     /// the last name of the page before.
     async fn list_rows<T: AnyRow>(&self, sql: &ResourceSql, namespace: &str, page: &Page) -> Result<Vec<T>> {
-        let after = page.continue_token.as_deref().unwrap_or("");
+        let after = after_token(page)?;
         let limit = i64::from(page.limit) + 1;
         with_pool!(&self.pool, |p| sqlx::query_as(sql.list).bind(namespace).bind(after).bind(limit).fetch_all(p).await)
             .map_err(db_err)
@@ -493,7 +505,7 @@ impl Registry for SqlRegistry {
         let items = match &self.pool {
             // One value for the whole page (see `SQLITE_LIST_FUNCTIONS`).
             Pool::Sqlite(p) => {
-                let after = page.continue_token.as_deref().unwrap_or("");
+                let after = after_token(page)?;
                 let row = sqlx::query(SQLITE_LIST_FUNCTIONS)
                     .bind(namespace)
                     .bind(after)

@@ -107,6 +107,12 @@ async fn create_get_list_conflict(reg: &SqlRegistry) {
         .map(|f| f.name)
         .collect();
     assert_eq!(after, ["b"]);
+    let garbage = Page { limit: 10, continue_token: Some("\0\u{ff}".into()) };
+    assert!(
+        matches!(reg.list_functions("default", &garbage).await, Err(Error::InvalidField { ref field, .. }) if field == "cursor"),
+        "a token this store did not give"
+    );
+    assert!(matches!(reg.list_jobs("default", &garbage).await, Err(Error::InvalidField { .. })));
     assert!(reg.list_functions("other", &Page::first(10)).await.expect("list").items.is_empty());
 }
 
