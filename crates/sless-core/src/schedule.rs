@@ -317,13 +317,35 @@ fn parse_cron(expression: &str, shown: &str) -> Result<Cron> {
              got {fields}{hint}"
         )));
     }
-    CronParser::builder()
-        .seconds(Seconds::Disallowed)
-        .year(Year::Disallowed)
-        .build()
-        .parse(expression)
-        .map_err(|e| schedule_error(format!("invalid cron expression {shown:?}: {e}")))
+    let parse =
+        |text: &str| CronParser::builder().seconds(Seconds::Disallowed).year(Year::Disallowed).build().parse(text);
+    parse(expression).map_err(|e| {
+        // croner's message names neither the field nor its range: find the field at fault by
+        // parsing each alone (the others `*`).
+        let parts: Vec<&str> = expression.split_whitespace().collect();
+        let at_fault = FIELDS.iter().enumerate().find(|(i, _)| {
+            let mut alone = ["*"; 5];
+            alone[*i] = parts[*i];
+            parse(&alone.join(" ")).is_err()
+        });
+        match at_fault {
+            Some((i, (name, range))) => schedule_error(format!(
+                "invalid cron expression {shown:?}: the {name} field {:?} is out of its range {range} or malformed ({e})",
+                parts[i]
+            )),
+            None => schedule_error(format!("invalid cron expression {shown:?}: {e}")),
+        }
+    })
 }
+
+/// The five fields of a cron expression, in order, with the values each takes.
+const FIELDS: [(&str, &str); 5] = [
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or JAN-DEC"),
+    ("day-of-week", "0-7 or SUN-SAT"),
+];
 
 /// Rejects a cron expression that never matches (e.g. `0 0 30 2 *`). A 5-field expression
 /// repeats every 400 years at most, and croner searches up to the year 5000, so a search from a
@@ -346,6 +368,20 @@ mod tests {
 
     fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, s).single().expect("valid UTC time")
+    }
+
+    #[test]
+    fn regression_a_bad_cron_field_is_named_with_its_range() {
+        for (expression, field, range) in [
+            ("61 * * * *", "minute", "0-59"),
+            ("0 24 * * *", "hour", "0-23"),
+            ("0 0 32 * *", "day-of-month", "1-31"),
+            ("0 0 1 13 *", "month", "1-12"),
+            ("0 0 * * 9", "day-of-week", "0-7"),
+        ] {
+            let err = Schedule::parse(expression, "UTC").expect_err(expression).to_string();
+            assert!(err.contains(&format!("the {field} field")) && err.contains(range), "{expression}: {err}");
+        }
     }
 
     fn parse(schedule: &str, tz: &str) -> Schedule {
