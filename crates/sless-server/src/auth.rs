@@ -51,7 +51,9 @@ pub(crate) fn check(state: &AppState, headers: &axum::http::HeaderMap) -> Result
     let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).map(str::trim);
     match token {
         Some(t) if state.admin_token.matches(t) => Ok(()),
-        _ => Err(AppError::Unauthorized("invalid bearer token")),
+        Some(_) => Err(AppError::Unauthorized("invalid bearer token")),
+        // e.g. `Basic …`: not a wrong token, a scheme this API does not take.
+        None => Err(AppError::Unauthorized("unsupported authorization scheme: send Authorization: Bearer <token>")),
     }
 }
 

@@ -299,7 +299,13 @@ async fn run_job(client: &Client, args: JobRunArgs) -> anyhow::Result<ExitCode> 
     let mut attempts = 0;
     let (job, run_id) = loop {
         let current = get_job(client, &args.name).await?;
-        let run_id = current.spec.run_id + 1;
+        let run_id = current.spec.run_id.checked_add(1).ok_or_else(|| {
+            anyhow::anyhow!(
+                "job {} is at the largest run_id ({}); set a smaller one to run it again",
+                args.name,
+                u64::MAX
+            )
+        })?;
         let tag = sless_client::etag(current.resource_version);
         match client.patch_job(&args.name, &json!({ "run_id": run_id }), Some(&tag)).await {
             Ok(job) => break (job, run_id),

@@ -86,7 +86,9 @@ async fn auth_is_required_on_v1_but_not_on_healthz() {
 
     // Another scheme with the right secret is still not a bearer token.
     let (s, h, b) = raw(server.http.get(server.api("")).header("authorization", format!("Basic {TOKEN}"))).await;
-    problem(s, &h, &b, 401);
+    let b = problem(s, &h, &b, 401);
+    // Regression: it was answered "invalid bearer token", as if the token were wrong.
+    assert!(b["detail"].as_str().unwrap_or_default().contains("unsupported authorization scheme"), "{b}");
 
     // A create without a token creates nothing.
     let (s, h, b) = raw(server.http.post(server.api("")).json(&spec("sneaky"))).await;

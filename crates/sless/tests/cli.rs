@@ -170,3 +170,20 @@ async fn logs_follow_prints_a_line_while_the_call_still_runs() {
     let _ = follow.kill();
     let _ = follow.wait();
 }
+
+/// `sless job run` at the largest `run_id` says so instead of wrapping to 0 (which would
+/// skip the job).
+#[tokio::test]
+async fn regression_job_run_at_u64_max_does_not_wrap() {
+    let server = Server::start();
+    let (s, b) = server.create(json!({"name": "f", "runtime": "python3.11", "entrypoint": "main.handler"})).await;
+    assert_eq!(s, 201, "{b}");
+    let max = u64::MAX.to_string();
+    ok(&server.cli(&["job", "create", "top", "--function", "f", "--run-id", &max]));
+    let run = server.cli(&["job", "run", "top"]);
+    assert!(!run.status.success(), "{}", out(&run));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("largest run_id"), "{err}");
+    let j: Value = serde_json::from_str(&ok(&server.cli(&["job", "get", "top", "-o", "json"]))).expect("json");
+    assert_eq!(j["run_id"].to_string(), max, "unchanged");
+}
