@@ -11,10 +11,28 @@ use crate::telemetry::LogFormat;
 #[derive(Debug, Parser)]
 #[command(name = "sless", version, about)]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A client command's arguments with where to find the server (`--url`, `--token`, `-n`,
+/// which only client commands take).
+#[derive(Debug, Args)]
+pub struct Client<T: Args> {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(flatten)]
+    pub args: T,
+}
+
+/// A client command group (`fn`, `trigger`, `job`, `invocation`) with where to find the
+/// server; the connection flags are accepted before or after the subcommand.
+#[derive(Debug, Args)]
+pub struct ClientGroup<T: Subcommand> {
     #[command(flatten)]
     pub conn: Connection,
     #[command(subcommand)]
-    pub command: Command,
+    pub command: T,
 }
 
 /// Where the client commands find the server. Without flags or environment variables, the
@@ -33,37 +51,46 @@ pub struct Connection {
     pub namespace: String,
 }
 
+/// The variables a server reads besides its flags' (shown after `server --help`, `up --help`).
+const SERVER_ENVIRONMENT: &str = "\
+Environment (besides each flag's SLESS_* variable above):
+  SLESS_ADMIN_TOKEN   the admin token (at least 16 characters); without it one is generated
+                      at first start into <data dir>/admin-token (mode 0600). A variable, not
+                      a flag: a flag's value is visible to every local user in the process list.
+  SLESS_CONFIG_DIR    where the CLI's client.json is written (default $XDG_CONFIG_HOME/sless
+                      or ~/.config/sless)
+  AWS_*               the S3 settings of an s3:// --blob-url (AWS_ENDPOINT_URL, AWS_REGION, ...)
+  RUST_LOG            log filter (default info)";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the platform: API, builds and the local supervisor.
+    #[command(after_help = SERVER_ENVIRONMENT)]
     Server(ServerArgs),
     /// Run a platform in the foreground and deploy the app in DIR (a dev loop).
+    #[command(after_help = SERVER_ENVIRONMENT)]
     Up(UpArgs),
     /// Zip a folder, create or update the function, upload it and wait until it is Ready.
-    Deploy(DeployArgs),
+    Deploy(Client<DeployArgs>),
     /// Call a function and print its response body.
-    Invoke(InvokeArgs),
+    Invoke(Client<InvokeArgs>),
     /// List, show or delete functions.
-    #[command(subcommand)]
-    Fn(FnCommand),
+    Fn(ClientGroup<FnCommand>),
     /// List a function's versions.
-    Versions(VersionsArgs),
+    Versions(Client<VersionsArgs>),
     /// Create, list, show, enable, disable or delete triggers (http URLs and cron schedules).
-    #[command(subcommand)]
-    Trigger(TriggerCommand),
+    Trigger(ClientGroup<TriggerCommand>),
     /// Create, run, list, show or delete jobs (one-off runs of a function).
-    #[command(subcommand)]
-    Job(JobCommand),
+    Job(ClientGroup<JobCommand>),
     /// List a function's recent calls, newest first.
-    Invocations(InvocationsArgs),
+    Invocations(Client<InvocationsArgs>),
     /// Show one call with its log lines.
-    #[command(subcommand)]
-    Invocation(InvocationCommand),
+    Invocation(ClientGroup<InvocationCommand>),
     /// Print a function's log lines (-f to follow).
-    Logs(LogsArgs),
+    Logs(Client<LogsArgs>),
     /// Delete unused versions and the archives no version references, now (the server
     /// also does it periodically).
-    Gc(GcArgs),
+    Gc(Client<GcArgs>),
 }
 
 #[derive(Debug, Args, Clone)]

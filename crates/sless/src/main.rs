@@ -55,16 +55,16 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
             telemetry::init(args.server.log_format);
             serve::up(args).await?;
         }
-        Command::Deploy(args) => functions_cli::deploy(&cli.conn, args).await?,
-        Command::Invoke(args) => return functions_cli::invoke(&cli.conn, args).await,
-        Command::Fn(cmd) => functions_cli::functions(&cli.conn, cmd).await?,
-        Command::Versions(args) => functions_cli::versions(&cli.conn, args).await?,
-        Command::Trigger(cmd) => triggers_cli::triggers(&cli.conn, cmd).await?,
-        Command::Job(cmd) => return triggers_cli::jobs(&cli.conn, cmd).await,
-        Command::Invocations(args) => observe_cli::invocations(&cli.conn, args).await?,
-        Command::Invocation(cmd) => observe_cli::invocation(&cli.conn, cmd).await?,
-        Command::Logs(args) => observe_cli::logs(&cli.conn, args).await?,
-        Command::Gc(args) => functions_cli::gc(&cli.conn, args).await?,
+        Command::Deploy(c) => functions_cli::deploy(&c.conn, c.args).await?,
+        Command::Invoke(c) => return functions_cli::invoke(&c.conn, c.args).await,
+        Command::Fn(c) => functions_cli::functions(&c.conn, c.command).await?,
+        Command::Versions(c) => functions_cli::versions(&c.conn, c.args).await?,
+        Command::Trigger(c) => triggers_cli::triggers(&c.conn, c.command).await?,
+        Command::Job(c) => return triggers_cli::jobs(&c.conn, c.command).await,
+        Command::Invocations(c) => observe_cli::invocations(&c.conn, c.args).await?,
+        Command::Invocation(c) => observe_cli::invocation(&c.conn, c.command).await?,
+        Command::Logs(c) => observe_cli::logs(&c.conn, c.args).await?,
+        Command::Gc(c) => functions_cli::gc(&c.conn, c.args).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

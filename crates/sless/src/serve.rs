@@ -55,11 +55,8 @@ fn default_server_data_dir() -> PathBuf {
 /// The admin token: `SLESS_ADMIN_TOKEN`, else the one kept in `<data>/admin-token`
 /// (generated at first start, mode 0600).
 fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
-    if let Ok(t) = std::env::var("SLESS_ADMIN_TOKEN") {
-        if t.trim().len() < 16 {
-            bail!("SLESS_ADMIN_TOKEN must be at least 16 characters");
-        }
-        return Ok(t.trim().to_string());
+    if let Some(t) = check_admin_token_variable()? {
+        return Ok(t);
     }
     let file = data_dir.join("admin-token");
     if let Ok(t) = std::fs::read_to_string(&file) {
@@ -68,6 +65,15 @@ fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
     let token = format!("sless_{}", hex::encode(rand::random::<[u8; 24]>()));
     write_private(&file, &token)?;
     Ok(token)
+}
+
+/// `SLESS_ADMIN_TOKEN`, trimmed, if set. Errors: shorter than 16 characters.
+fn check_admin_token_variable() -> anyhow::Result<Option<String>> {
+    match std::env::var("SLESS_ADMIN_TOKEN") {
+        Ok(t) if t.trim().len() < 16 => bail!("SLESS_ADMIN_TOKEN must be at least 16 characters"),
+        Ok(t) => Ok(Some(t.trim().to_string())),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Writes a file readable only by its owner (0600).
@@ -207,6 +213,8 @@ fn spawn_collector(
 }
 
 async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<Platform> {
+    // Before anything is set up: a bad token is a start error, not a late one.
+    check_admin_token_variable()?;
     let data_dir = args.data_dir.clone().unwrap_or(default_data_dir);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;

@@ -187,3 +187,49 @@ async fn regression_job_run_at_u64_max_does_not_wrap() {
     let j: Value = serde_json::from_str(&ok(&server.cli(&["job", "get", "top", "-o", "json"]))).expect("json");
     assert_eq!(j["run_id"].to_string(), max, "unchanged");
 }
+
+/// `sless server --help` lists the server's own options and the variables it reads; client
+/// options are refused there instead of being ignored (`server --token X` used to start a
+/// server whose token was not X).
+#[test]
+fn regression_server_help_lists_only_its_own_options() {
+    let help = std::process::Command::new(common::bin()).args(["server", "--help"]).output().expect("help");
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success(), "{text}");
+    for own in ["--listen", "--data-dir", "SLESS_DATABASE_URL", "SLESS_ADMIN_TOKEN"] {
+        assert!(text.contains(own), "{own} missing from:\n{text}");
+    }
+    for client in ["--url", "--token", "--namespace"] {
+        assert!(!text.contains(client), "{client} in server help:\n{text}");
+    }
+    let refused = std::process::Command::new(common::bin())
+        .args(["server", "--token", "0123456789abcdef", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("unexpected argument '--token'"));
+    // Client commands still take them, before or after a subcommand.
+    let list = std::process::Command::new(common::bin())
+        .args(["fn", "--url", "http://127.0.0.1:1", "list", "--token", "x"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&list.stderr);
+    assert!(!err.contains("unexpected argument"), "{err}");
+}
+
+/// A too-short `SLESS_ADMIN_TOKEN` is a start error before anything is set up (no data folder
+/// is created).
+#[test]
+fn regression_a_short_admin_token_fails_the_start_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = std::process::Command::new(common::bin())
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("SLESS_ADMIN_TOKEN", "short")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16 characters"));
+    assert!(!data.exists(), "nothing set up");
+}
