@@ -212,9 +212,24 @@ fn spawn_collector(
     })
 }
 
-async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<Platform> {
-    // Before anything is set up: a bad token is a start error, not a late one.
+/// The address `sless server` listens on unless told otherwise (`--listen`'s default): the
+/// one server whose connection is saved for the CLI in the user's config folder.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Where the CLI's saved connection goes besides the data folder's own `client.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SaveConnection {
+    /// Also into the user's config folder (`up`, and `server` on the default address).
+    UserConfig,
+    /// Only into the data folder (a `server` on another address, e.g. a throwaway one).
+    DataDirOnly,
+}
+
+async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnection) -> anyhow::Result<Platform> {
+    // Before anything is set up (no data folder is made for a start that fails here): a bad
+    // token or a taken address is a start error, not a late one.
     check_admin_token_variable()?;
+    let listener = TcpListener::bind(args.listen).await.with_context(|| format!("cannot listen on {}", args.listen))?;
     let data_dir = args.data_dir.clone().unwrap_or(default_data_dir);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
@@ -280,7 +295,6 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
         metrics.clone(),
         args.max_body_mb * 1024 * 1024,
     ));
-    let listener = TcpListener::bind(args.listen).await.with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let base_url = format!("http://{addr}");
     let token = admin_token(&data_dir)?;
@@ -325,7 +339,8 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf) -> anyhow::Result<P
     // Where the CLI finds this server by default.
     let conn = serde_json::json!({ "url": base_url, "token": token }).to_string();
     write_private(&data_dir.join(CLIENT_FILE), &conn)?;
-    if let Some(dir) = config_dir()
+    if save == SaveConnection::UserConfig
+        && let Some(dir) = config_dir()
         && let Err(e) = write_private(&dir.join(CLIENT_FILE), &conn)
     {
         tracing::warn!(error = %e, "cannot save the connection for the CLI");
@@ -397,13 +412,18 @@ impl Platform {
 }
 
 pub async fn server(args: ServerArgs) -> anyhow::Result<()> {
-    let platform = start(&args, default_server_data_dir()).await?;
+    let save = if args.listen.to_string() == DEFAULT_LISTEN {
+        SaveConnection::UserConfig
+    } else {
+        SaveConnection::DataDirOnly
+    };
+    let platform = start(&args, default_server_data_dir(), save).await?;
     platform.run_until_signal().await
 }
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let manifest = manifest::load(&args.dir)?;
-    let platform = start(&args.server, PathBuf::from(".sless")).await?;
+    let platform = start(&args.server, PathBuf::from(".sless"), SaveConnection::UserConfig).await?;
     let client = Client::new(&platform.base_url, &platform.token, &manifest.namespace);
     let (lines, failed) = match apply_manifest(&client, &manifest, true).await {
         Ok(lines) => (lines, Vec::new()),

@@ -233,3 +233,28 @@ fn regression_a_short_admin_token_fails_the_start_at_once() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16 characters"));
     assert!(!data.exists(), "nothing set up");
 }
+
+/// A server on another address than the default leaves the CLI's saved connection alone (every
+/// server used to overwrite it, so the CLI then talked to one that was gone), and a start that
+/// fails to bind creates no data folder.
+#[tokio::test]
+async fn regression_a_throwaway_server_does_not_overwrite_the_saved_connection() {
+    let server = Server::start();
+    // `Server::start` runs on port 0 with SLESS_CONFIG_DIR set to data/config.
+    assert!(!server.data.join("config").join("client.json").exists(), "port 0 is not the default address");
+    assert!(server.data.join("client.json").exists(), "the data folder's own copy is written");
+    let taken = server.url.trim_start_matches("http://").to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = std::process::Command::new(common::bin())
+        .args(["server", "--listen", &taken, "--data-dir"])
+        .arg(&data)
+        .env("SLESS_ADMIN_TOKEN", common::TOKEN)
+        .env("SLESS_CONFIG_DIR", dir.path().join("config"))
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!data.exists(), "a failed start sets nothing up");
+    assert!(!dir.path().join("config").exists(), "nor saves a connection");
+}
