@@ -320,7 +320,9 @@ async fn run_job(client: &Client, args: JobRunArgs) -> anyhow::Result<ExitCode> 
         if args.out.output == Output::Json {
             print_json(&job)?;
         } else {
-            eprintln!("job {} run_id {run_id} requested ({})", args.name, name_of(&job.status.phase));
+            // The status read back is the previous run's: the controller has not started this
+            // one yet, so no phase is shown (`sless job get` or `--wait` tells what follows).
+            eprintln!("job {} run_id {run_id} requested", args.name);
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -44,6 +44,11 @@ async fn triggers_jobs_invocations_and_logs_through_the_cli() {
     assert!(run.contains("Succeeded") || run.contains("succeeded"), "{run}");
     let j: Value = serde_json::from_str(&ok(&server.cli(&["job", "get", "greet", "-o", "json"]))).expect("json");
     assert_eq!((j["run_id"].clone(), j["status"]["last_run"]["run_id"].clone()), (json!(1), json!(1)));
+    // Regression: a run without --wait printed the previous run's phase as if it were this one's.
+    let again = server.cli(&["job", "run", "greet"]);
+    ok(&again);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("run_id 2 requested") && !said.contains("Succeeded"), "{said}");
 
     // Records are written in the background: poll until the job's call is there.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
