@@ -33,6 +33,8 @@ struct Platform {
     data_dir: PathBuf,
     executor: LocalExecutor,
     rollouts: Rollouts,
+    /// Closed last (SQLite: its write-ahead log checkpointed into the database file).
+    database: Arc<SqlRegistry>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     controllers: tokio::task::JoinHandle<()>,
     collector: tokio::task::JoinHandle<()>,
@@ -155,6 +157,22 @@ async fn open_database(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<Sql
         Some(path) if !path.is_empty() => PathBuf::from(path),
         _ => bail!("--database-url {:?}: expected sqlite://PATH or postgres://…", redact(url)),
     };
+    // A missing or empty database next to code already built or stored is a lost database,
+    // not a new platform: starting empty would hide every function those files belong to.
+    let empty = std::fs::metadata(&path).map_or(true, |m| m.len() == 0);
+    if empty {
+        for held in ["archives", "builds"] {
+            let dir = data_dir.join(held);
+            if std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
+                bail!(
+                    "the database {} is missing or empty, but {} holds code: restore the database \
+                     (with its -wal file, if any) or start with another --data-dir",
+                    path.display(),
+                    dir.display()
+                );
+            }
+        }
+    }
     SqlRegistry::open_sqlite(&path)
         .await
         .map_err(|e| anyhow!("cannot open the database {}: {}", path.display(), storage_error(&e)))
@@ -243,7 +261,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
     let sql = Arc::new(open_database(args, &data_dir).await?);
     tracing::info!(backend = sql.backend(), "database open");
     let registry: Arc<dyn Registry> = sql.clone();
-    let invocations: Arc<dyn InvocationLog> = sql;
+    let invocations: Arc<dyn InvocationLog> = sql.clone();
     let metrics = Arc::new(Metrics::new());
     let logs = Arc::new(LogHub::default());
     let blobs: Arc<dyn BlobStore> = Arc::new(open_blobs(args, &data_dir).await?);
@@ -353,6 +371,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
         data_dir,
         executor,
         rollouts,
+        database: sql,
         server,
         controllers,
         collector,
@@ -406,6 +425,7 @@ impl Platform {
         if tokio::time::timeout(Duration::from_secs(10), self.recorder).await.is_err() {
             tracing::warn!("invocation records still unwritten at shutdown");
         }
+        self.database.close().await;
         tracing::info!(data_dir = %self.data_dir.display(), "stopped");
         Ok(())
     }

@@ -336,3 +336,52 @@ async fn a_bad_entrypoint_patch_fails_calls_until_it_is_patched_back() {
     }
     assert_eq!(server.invoke("ep", "GET", "", None).await.2, json!("ok"));
 }
+
+/// After a clean stop the database file alone holds everything (its write-ahead log is
+/// checkpointed), and a missing or empty database next to stored code is a start error, not
+/// a silently empty platform.
+#[tokio::test]
+async fn regression_a_clean_stop_checkpoints_and_an_empty_database_beside_code_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start_in(dir.path(), &[]);
+    let main = "def handler(event, context):\n    return 'kept'\n";
+    server.deploy("keep", "python3.11", "main.handler", &[("main.py", main)], json!({})).await;
+    assert!(server.stop().success(), "{}", server.log());
+    let wal = dir.path().join("sless.db-wal");
+    assert!(std::fs::metadata(&wal).map_or(true, |m| m.len() == 0), "the WAL is checkpointed");
+
+    // The database file alone, copied elsewhere with the rest of the folder but no WAL.
+    let copy = tempfile::tempdir().expect("tempdir");
+    for entry in walkdir::WalkDir::new(dir.path()).into_iter().filter_map(Result::ok) {
+        let rel = entry.path().strip_prefix(dir.path()).expect("inside");
+        let name = rel.to_string_lossy();
+        if name.starts_with("sless.db-") || name == "lock" || name.starts_with("tmp") {
+            continue;
+        }
+        let to = copy.path().join(rel);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&to).expect("mkdir");
+        } else if entry.file_type().is_file() {
+            std::fs::copy(entry.path(), &to).expect("copy");
+        }
+    }
+    let again = Server::start_in(copy.path(), &[]);
+    let (s, f) = again.get("keep").await;
+    assert_eq!((s, f["status"]["phase"].as_str()), (200, Some("Ready")), "{f}");
+    drop(again);
+
+    // An empty database file beside the archives and builds: refused, naming both.
+    std::fs::write(copy.path().join("sless.db"), b"").expect("truncate");
+    let _ = std::fs::remove_file(copy.path().join("sless.db-wal"));
+    let _ = std::fs::remove_file(copy.path().join("sless.db-shm"));
+    let out = std::process::Command::new(common::bin())
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(copy.path())
+        .env("SLESS_ADMIN_TOKEN", common::TOKEN)
+        .env("SLESS_CONFIG_DIR", copy.path().join("config"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("missing or empty") && err.contains("holds code"), "{err}");
+}

@@ -284,8 +284,15 @@ impl SqlRegistry {
         }
     }
 
-    /// Closes every connection (waiting for those in use to be returned).
+    /// Closes every connection (waiting for those in use to be returned); on SQLite, first
+    /// checkpoints the write-ahead log into the database file.
     pub async fn close(&self) {
+        if let Pool::Sqlite(p) = &self.pool {
+            // Everything into the database file: a copy of it alone is then complete.
+            if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(p).await {
+                tracing::warn!(error = %e, "cannot checkpoint the database");
+            }
+        }
         with_pool!(&self.pool, |p| p.close().await)
     }
 
