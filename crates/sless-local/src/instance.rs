@@ -597,10 +597,11 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 }
 
 /// Output written at the descriptor level (child processes, native code): it belongs to the
-/// call in flight when there is exactly one, else it is published untagged.
+/// call in flight when there is exactly one, else it is published untagged. Lines are cut at
+/// `MAX_LINE_BYTES` as the bytes arrive (the rest up to the next newline is dropped), so a
+/// function writing without newlines holds at most one capped line in memory.
 async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, shared: Arc<Shared>) {
-    let mut lines = BufReader::new(stream).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+    let deliver = |line: String| {
         let mut pending = lock(&shared.pending);
         if pending.len() == 1
             && let Some(p) = pending.values_mut().next()
@@ -610,6 +611,76 @@ async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, shared: Arc<Sh
             drop(pending);
             shared.publish_untagged(&line);
         }
+    };
+    let mut lines = CappedLines::new(BufReader::new(stream), MAX_LINE_BYTES);
+    while let Some(line) = lines.next().await {
+        deliver(line);
+    }
+}
+
+/// Reads lines of at most `cap` bytes from a stream: a longer line is delivered cut (marked)
+/// as soon as it reaches the cap, and its rest up to the newline is skipped without being
+/// kept.
+struct CappedLines<R> {
+    reader: R,
+    cap: usize,
+    line: Vec<u8>,
+    /// Skipping the rest of a line already delivered cut.
+    skipping: bool,
+}
+
+impl<R: tokio::io::AsyncBufRead + Unpin> CappedLines<R> {
+    fn new(reader: R, cap: usize) -> Self {
+        CappedLines { reader, cap, line: Vec::new(), skipping: false }
+    }
+
+    /// The next line (without its newline), or `None` at the end of the stream or on a read
+    /// error.
+    async fn next(&mut self) -> Option<String> {
+        loop {
+            let buf = match self.reader.fill_buf().await {
+                Ok(buf) if !buf.is_empty() => buf,
+                _ => {
+                    // The end: a last line without a newline.
+                    if self.line.is_empty() {
+                        return None;
+                    }
+                    return Some(self.take(false));
+                }
+            };
+            let (chunk, newline) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (&buf[..i], true),
+                None => (buf, false),
+            };
+            let used = chunk.len() + usize::from(newline);
+            let mut full = false;
+            if !self.skipping {
+                let room = self.cap - self.line.len();
+                self.line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                full = chunk.len() >= room && (chunk.len() > room || !newline);
+            }
+            self.reader.consume(used);
+            if full {
+                // Cut now; skip the rest of this line (unless it just ended).
+                self.skipping = !newline;
+                return Some(self.take(true));
+            }
+            if newline {
+                let was_skipping = std::mem::replace(&mut self.skipping, false);
+                if !was_skipping {
+                    return Some(self.take(false));
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, cut: bool) -> String {
+        let bytes = std::mem::take(&mut self.line);
+        let mut line = String::from_utf8_lossy(&bytes).trim_end_matches('\r').to_string();
+        if cut {
+            line.push_str(&format!(" [sless] line cut at {} bytes", self.cap));
+        }
+        line
     }
 }
 
@@ -698,6 +769,27 @@ impl LogCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn regression_output_without_newlines_is_cut_as_it_arrives() {
+        let flood = "A".repeat(10 * 1024);
+        let input = format!("short\n{flood}\nafter\r\nexactly\nlast");
+        let mut lines = CappedLines::new(input.as_bytes(), 1024);
+        let mut got = Vec::new();
+        while let Some(line) = lines.next().await {
+            assert!(lines.line.capacity() <= 64 * 1024, "the buffer never holds the flood");
+            got.push(line);
+        }
+        assert_eq!(got[0], "short");
+        assert_eq!(got[1], format!("{} [sless] line cut at 1024 bytes", "A".repeat(1024)));
+        assert_eq!(&got[2..], ["after", "exactly", "last"], "the flood's rest is skipped, not delivered");
+        // A line of exactly the cap is not cut.
+        let exact = format!("{}\nnext\n", "B".repeat(1024));
+        let mut lines = CappedLines::new(exact.as_bytes(), 1024);
+        assert_eq!(lines.next().await.map(|l| l.len()), Some(1024));
+        assert_eq!(lines.next().await.as_deref(), Some("next"));
+        assert_eq!(lines.next().await, None);
+    }
 
     #[test]
     fn log_collector_joins_partial_writes_per_stream() {

@@ -159,3 +159,34 @@ async fn a_warm_pool_process_takes_the_functions_memory_limit_above_and_below_th
     assert!(b["errorMessage"].as_str().unwrap_or_default().contains("64 MiB"), "{b}");
     assert_eq!(first_cold_start_kind(&server, "small").await, "pool");
 }
+
+/// The server's resident memory in KiB (`VmRSS` of /proc/PID/status).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// A function writing 256 MiB to its stdout descriptor without a newline keeps the server
+/// small: lines are cut at 64 KiB as the bytes arrive (the server reached 1.3 GB for 1 GiB).
+#[tokio::test]
+async fn regression_an_output_flood_without_newlines_keeps_the_server_small() {
+    let server = Server::start();
+    let code = "import os\ndef handler(event, context):\n    chunk = b'A' * (1024 * 1024)\n    for _ in range(256):\n        os.write(1, chunk)\n    os.write(1, b'\\nafter the flood\\n')\n    return 'flooded'\n";
+    server.deploy("flood", "python3.11", "main.handler", &[("main.py", code)], json!({"timeout_sec": 120})).await;
+    let pid = server.child.as_ref().expect("running").id();
+    let before = rss_kib(pid);
+    let (s, _, b) = server.invoke("flood", "GET", "", None).await;
+    assert_eq!((s, b), (200, json!("flooded")));
+    let after = rss_kib(pid);
+    // 256 MiB went through; the server may grow by buffers, never by the flood.
+    assert!(after < before + 64 * 1024, "RSS {before} KiB -> {after} KiB");
+    let (s, _, logs) = server.send(server.http.get(server.api("/flood/logs?tail=5"))).await;
+    assert_eq!(s, 200);
+    let text = logs.to_string();
+    assert!(text.contains("line cut at 65536 bytes") && text.contains("after the flood"), "{}", &text[..text.len().min(400)]);
+    assert!(text.len() < 1024 * 1024, "the logs answer holds cut lines only: {} bytes", text.len());
+}
