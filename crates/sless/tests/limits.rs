@@ -187,6 +187,10 @@ async fn regression_an_output_flood_without_newlines_keeps_the_server_small() {
     let (s, _, logs) = server.send(server.http.get(server.api("/flood/logs?tail=5"))).await;
     assert_eq!(s, 200);
     let text = logs.to_string();
-    assert!(text.contains("line cut at 65536 bytes") && text.contains("after the flood"), "{}", &text[..text.len().min(400)]);
+    assert!(
+        text.contains("line cut at 65536 bytes") && text.contains("after the flood"),
+        "{}",
+        &text[..text.len().min(400)]
+    );
     assert!(text.len() < 1024 * 1024, "the logs answer holds cut lines only: {} bytes", text.len());
 }
