@@ -83,10 +83,6 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// The host has no address a pod behind a Service can have (see
-    /// [`local_pod::host_address`]); the text says why.
-    #[error("no host address for local process pods: {0}")]
-    NoHostAddress(String),
 }
 
 /// `Result` with this crate's [`Error`].

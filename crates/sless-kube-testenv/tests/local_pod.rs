@@ -1,6 +1,7 @@
 //! Proofs for pods run as local processes (sless_kube_testenv::local_pod,
-//! docs/kubernetes-testing.md "Local process pods"): a request reaches a pod's real process at
-//! the address its Service's EndpointSlice lists, and the process ends with its pod.
+//! docs/kubernetes-testing.md "Local process pods"): a request reaches a Deployment's pod's
+//! real process at the pod's IP and port (127.0.0.1), the process ends with its pod, and why a
+//! Service cannot list a loopback pod.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -34,9 +35,9 @@ async fn http_get(address: SocketAddr, path: &str) -> std::io::Result<(u16, Stri
 
 #[tokio::test]
 #[cfg_attr(sless_kube_testenv_no_go, ignore = "needs Go: scripts/kube-testenv build")]
-async fn a_request_reaches_the_pod_process_at_its_endpoint_slice_address() {
+async fn a_request_reaches_a_deployments_pod_process_at_its_pod_address() {
     let ns = TestNamespace::create("local-pod").await.expect("namespace");
-    let ip = local_pod::host_address().expect("the host's address");
+    let ip = Ipv4Addr::LOCALHOST;
     let port = local_pod::free_port(ip).expect("a free port");
     let www = std::env::temp_dir().join(format!("sless-{}-www", ns.name()));
     std::fs::create_dir_all(&www).expect("folder");
@@ -63,14 +64,9 @@ async fn a_request_reaches_the_pod_process_at_its_endpoint_slice_address() {
     }));
     let template = &mut deployment.spec.template;
     local_pod::mark_local_process(template.metadata.get_or_insert_with(Default::default));
-    let service: Service = obj(json!({
-        "metadata": {"name": "web"},
-        "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": port}]},
-    }));
-    let local = LocalPods::start(ns.api::<Pod>()).expect("local pods");
+    let local = LocalPods::start(ns.api::<Pod>());
     let deployments = ns.api::<Deployment>();
     deployments.create(&PostParams::default(), &deployment).await.expect("create the deployment");
-    ns.api::<Service>().create(&PostParams::default(), &service).await.expect("create the service");
 
     eventually("the deployment to be available", WAIT, || async {
         let status = deployments.get("web").await?.status.unwrap_or_default();
@@ -84,27 +80,12 @@ async fn a_request_reaches_the_pod_process_at_its_endpoint_slice_address() {
     .await
     .unwrap_or_else(|err| panic!("{err}; problems: {:?}", local.problems()));
 
-    let slices = ns.api::<EndpointSlice>();
-    let address = eventually("the service's endpoint slice to list the pod ready", WAIT, || async {
-        let list = slices.list(&ListParams::default().labels("kubernetes.io/service-name=web")).await?;
-        let found = list.items.iter().find_map(|slice| {
-            let slice_port = slice.ports.iter().flatten().find(|p| p.name.as_deref() == Some("http"))?.port?;
-            let endpoint = slice.endpoints.iter().flatten().find(|e| {
-                e.conditions.as_ref().and_then(|c| c.ready) == Some(true)
-                    && e.target_ref.as_ref().and_then(|t| t.kind.as_deref()) == Some("Pod")
-            })?;
-            let ip = endpoint.addresses.first()?.parse::<std::net::IpAddr>().ok()?;
-            Some(SocketAddr::new(ip, u16::try_from(slice_port).ok()?))
-        });
-        Ok(found)
-    })
-    .await
-    .unwrap_or_else(|err| panic!("{err}; problems: {:?}", local.problems()));
-    assert_eq!(address, SocketAddr::from((ip, port)));
-
     let pods = ns.api::<Pod>().list(&ListParams::default().labels("app=web")).await.expect("pods");
     let status = pods.items[0].status.clone().unwrap_or_default();
     assert_eq!(status.pod_ip.as_deref(), Some(ip.to_string().as_str()));
+    // The address a client takes from the pod: its IP and its container's port.
+    let pod_ip: std::net::IpAddr = status.pod_ip.as_deref().expect("pod IP").parse().expect("an IP");
+    let address = SocketAddr::new(pod_ip, port);
     assert!(status.message.unwrap_or_default().contains("port from its containerPort"));
 
     let (code, body) = http_get(address, "/hello.txt").await.expect("GET");
@@ -124,7 +105,7 @@ async fn a_request_reaches_the_pod_process_at_its_endpoint_slice_address() {
 #[cfg_attr(sless_kube_testenv_no_go, ignore = "needs Go: scripts/kube-testenv build")]
 async fn a_process_that_exits_fails_its_pod_with_the_exit_code() {
     let ns = TestNamespace::create("local-exit").await.expect("namespace");
-    let ip = local_pod::host_address().expect("the host's address");
+    let ip = Ipv4Addr::LOCALHOST;
     // No containerPort: the helper picks a free port and passes it as PORT. The program
     // answers one connection (the helper's readiness check or a later one), then exits 3.
     let program = "import os, socket, sys\n\
@@ -146,7 +127,7 @@ async fn a_process_that_exits_fails_its_pod_with_the_exit_code() {
     }));
     local_pod::mark_local_process(&mut pod.metadata);
     let pods = ns.api::<Pod>();
-    let local = LocalPods::start(pods.clone()).expect("local pods");
+    let local = LocalPods::start(pods.clone());
     pods.create(&PostParams::default(), &pod).await.expect("create");
 
     let status = eventually("the pod to fail", WAIT, || async {
@@ -164,7 +145,7 @@ async fn a_process_that_exits_fails_its_pod_with_the_exit_code() {
     assert!(local.problems().is_empty(), "{:?}", local.problems());
 }
 
-/// Why the helper does not use 127.0.0.1: the API server refuses a loopback endpoint.
+/// Why a loopback pod cannot be behind a Service: the API server refuses a loopback endpoint.
 #[tokio::test]
 #[cfg_attr(sless_kube_testenv_no_go, ignore = "needs Go: scripts/kube-testenv build")]
 async fn an_endpoint_slice_with_a_loopback_address_is_refused() {
