@@ -1,6 +1,7 @@
 //! Test support for the Kubernetes backend: a real control plane (etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and KWOK on 127.0.0.1, run by `scripts/kube-testenv`),
-//! a namespace of its own for each test, and scripted pod outcomes for what KWOK cannot do.
+//! a namespace of its own for each test, scripted pod outcomes for what KWOK cannot do, and pods
+//! whose container is a real local process ([`local_pod`]).
 //!
 //! What is real and what is simulated is written down in `docs/kubernetes-testing.md`.
 //!
@@ -18,6 +19,7 @@
 //! build script sets that cfg only where Go and `SLESS_TEST_KUBECONFIG` are both absent.
 
 mod env;
+pub mod local_pod;
 mod namespace;
 pub mod scripted;
 
