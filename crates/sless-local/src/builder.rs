@@ -156,7 +156,12 @@ impl Builder<'_> {
             .process_group(0)
             .kill_on_drop(true);
         let child = cmd.spawn().map_err(Error::io(format!("starting {name}")))?;
-        match tokio::time::timeout(limit, child.wait_with_output()).await {
+        // Known by its process group, so a server that dies mid-build leaves nothing running:
+        // the next start kills what is registered here (`reap_orphan_builds`).
+        let registered = child.id().map(|pid| RunningStep::register(self.builds, pid));
+        let finished = tokio::time::timeout(limit, child.wait_with_output()).await;
+        drop(registered);
+        match finished {
             Ok(Ok(out)) => {
                 log.push_str(&String::from_utf8_lossy(&out.stdout));
                 log.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -175,6 +180,64 @@ impl Builder<'_> {
             }
         }
     }
+}
+
+/// Where running build steps are registered: `<builds>/.running/<pid>` (the pid is also the
+/// process group's id).
+fn running_dir(builds: &Path) -> PathBuf {
+    builds.join(".running")
+}
+
+/// A build step's registration, removed when it ends.
+struct RunningStep(Option<PathBuf>);
+
+impl RunningStep {
+    fn register(builds: &Path, pid: u32) -> Self {
+        let dir = running_dir(builds);
+        let file = dir.join(pid.to_string());
+        let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, b""));
+        RunningStep(written.ok().map(|()| file))
+    }
+}
+
+impl Drop for RunningStep {
+    fn drop(&mut self) {
+        if let Some(file) = self.0.take() {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+/// At start (the data folder's lock held, so no build of this folder runs): kills the process
+/// groups of build steps a dead server left running — those whose working folder is still
+/// under `builds` (a pid reused by another process is left alone) — and removes unfinished
+/// build folders (`.tmp-*`). Returns how many groups were killed.
+pub(crate) fn reap_orphan_builds(builds: &Path) -> usize {
+    let mut killed = 0;
+    let root = builds.canonicalize().unwrap_or_else(|_| builds.to_path_buf());
+    if let Ok(entries) = std::fs::read_dir(running_dir(builds)) {
+        for entry in entries.flatten() {
+            let pid = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok());
+            let ours = pid.is_some_and(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&root))
+            });
+            if let (Some(pid), true) = (pid, ours)
+                && nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).is_ok()
+            {
+                killed += 1;
+            }
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    // `<builds>/<runtime>/.tmp-*`: a build that never finished.
+    for runtime in std::fs::read_dir(builds).into_iter().flatten().flatten() {
+        for dir in std::fs::read_dir(runtime.path()).into_iter().flatten().flatten() {
+            if dir.file_name().to_string_lossy().starts_with(".tmp-") {
+                let _ = std::fs::remove_dir_all(dir.path());
+            }
+        }
+    }
+    killed
 }
 
 fn failed(log: String) -> BuildOutcome {

@@ -129,6 +129,10 @@ impl LocalExecutor {
         for dir in [&builds, &cache, &tmp] {
             std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         }
+        let reaped = crate::builder::reap_orphan_builds(&builds);
+        if reaped > 0 {
+            tracing::warn!(steps = reaped, "killed build steps a previous server left running");
+        }
         let memory = Memory::detect();
         tracing::info!(mechanism = %memory.describe(), "instance memory limits");
         let executor = LocalExecutor {

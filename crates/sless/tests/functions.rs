@@ -385,3 +385,62 @@ async fn regression_a_clean_stop_checkpoints_and_an_empty_database_beside_code_i
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("missing or empty") && err.contains("holds code"), "{err}");
 }
+
+/// A server killed (SIGKILL) mid-build left the build's npm/pip running, re-parented to init,
+/// beside the restarted server's own build of the same version, and its `.tmp-*` folder behind.
+/// The next start kills the left-over build step's process group and removes the folder.
+#[tokio::test]
+async fn regression_a_build_left_by_a_killed_server_is_killed_at_the_next_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_in(dir.path(), &[]);
+    let (s, b) = server.create(json!({"name": "slow", "runtime": "nodejs20", "entrypoint": "index.handler"})).await;
+    assert_eq!(s, 201, "{b}");
+    // npm runs the package's own preinstall script: a build step that takes its time.
+    let package = r#"{"name": "slow", "version": "1.0.0", "scripts": {"preinstall": "sleep 30"}}"#;
+    let code = "exports.handler = async () => 'built';\n";
+    let (s, b) = server.upload("slow", zip(&[("index.js", code), ("package.json", package)])).await;
+    assert_eq!(s, 202, "{b}");
+    let running = dir.path().join("builds").join(".running");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let pid: i32 = loop {
+        let found = std::fs::read_dir(&running)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()));
+        if let Some(pid) = found {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "no build step registered");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let tmp_folders = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir.path().join("builds").join("nodejs20"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".tmp-")))
+            .collect()
+    };
+    let left = tmp_folders();
+    assert_eq!(left.len(), 1, "{left:?}");
+    // Running, not a zombie waiting to be reaped by whoever adopted it.
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+            .unwrap_or(false)
+    };
+    drop(server); // SIGKILL: nothing of the server runs its clean-up
+    assert!(alive(pid), "the build step outlives a killed server (re-parented)");
+
+    let again = Server::start_in(dir.path(), &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) {
+        assert!(std::time::Instant::now() < deadline, "the left-over build step {pid} still runs");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!left[0].exists(), "its unfinished folder is removed");
+    drop(again);
+}
