@@ -81,19 +81,34 @@ impl Runtime {
         }
     }
 
-    /// Detects the runtime and entrypoint of a folder holding one function, from its file
-    /// names: `main.py`/`handler.py` → `python3.11`, `index.js`/`index.mjs` → `nodejs20`,
-    /// handler function `handler`.
-    pub fn detect(has_file: impl Fn(&str) -> bool) -> Option<(Runtime, String)> {
+    /// Detects the runtime and entrypoint of a folder holding one function from its files
+    /// (`read` gives a file's text, `None` when it is absent): the first of `main.py`,
+    /// `handler.py`, `lambda_function.py` (the Lambda console's default) → `python3.11`,
+    /// `index.js`, `index.mjs` → `nodejs20`. The handler is `handler`, or in Python
+    /// `lambda_handler` (Lambda's default name) when the module defines that and no `handler`.
+    pub fn detect(read: impl Fn(&str) -> Option<String>) -> Option<(Runtime, String)> {
         [
-            ("main.py", Runtime::Python311, "main.handler"),
-            ("handler.py", Runtime::Python311, "handler.handler"),
-            ("index.js", Runtime::Nodejs20, "index.handler"),
-            ("index.mjs", Runtime::Nodejs20, "index.handler"),
+            ("main.py", Runtime::Python311, "main"),
+            ("handler.py", Runtime::Python311, "handler"),
+            ("lambda_function.py", Runtime::Python311, "lambda_function"),
+            ("index.js", Runtime::Nodejs20, "index"),
+            ("index.mjs", Runtime::Nodejs20, "index"),
         ]
         .into_iter()
-        .find(|(file, _, _)| has_file(file))
-        .map(|(_, rt, ep)| (rt, ep.to_string()))
+        .find_map(|(file, rt, module)| {
+            let text = read(file)?;
+            let defines = |name: &str| {
+                text.lines().any(|l| {
+                    let l = l.trim_start_matches("async ");
+                    l.strip_prefix("def ").is_some_and(|rest| rest.trim_start().starts_with(&format!("{name}(")))
+                })
+            };
+            let function = match rt {
+                Runtime::Python311 if !defines("handler") && defines("lambda_handler") => "lambda_handler",
+                _ => "handler",
+            };
+            Some((rt, format!("{module}.{function}")))
+        })
     }
 }
 
@@ -232,8 +247,26 @@ mod tests {
 
     #[test]
     fn detects_from_files() {
-        assert_eq!(Runtime::detect(|f| f == "main.py"), Some((Runtime::Python311, "main.handler".into())));
-        assert_eq!(Runtime::detect(|f| f == "index.mjs"), Some((Runtime::Nodejs20, "index.handler".into())));
-        assert_eq!(Runtime::detect(|_| false), None);
+        let only = |name: &'static str, text: &'static str| move |f: &str| (f == name).then(|| text.to_string());
+        let py = "def handler(event, context):\n    return 1\n";
+        assert_eq!(Runtime::detect(only("main.py", py)), Some((Runtime::Python311, "main.handler".into())));
+        assert_eq!(Runtime::detect(only("index.mjs", "")), Some((Runtime::Nodejs20, "index.handler".into())));
+        assert_eq!(Runtime::detect(|_| None), None);
+    }
+
+    #[test]
+    fn regression_lambda_style_python_handlers_are_detected() {
+        let only = |name: &'static str, text: &'static str| move |f: &str| (f == name).then(|| text.to_string());
+        let lambda = "import json\n\ndef lambda_handler(event, context):\n    return 1\n";
+        assert_eq!(
+            Runtime::detect(only("lambda_function.py", lambda)),
+            Some((Runtime::Python311, "lambda_function.lambda_handler".into()))
+        );
+        assert_eq!(
+            Runtime::detect(only("handler.py", "async def lambda_handler(e, c):\n    return 1\n")),
+            Some((Runtime::Python311, "handler.lambda_handler".into()))
+        );
+        let both = "def handler(e, c):\n    return 1\ndef lambda_handler(e, c):\n    return 2\n";
+        assert_eq!(Runtime::detect(only("main.py", both)), Some((Runtime::Python311, "main.handler".into())));
     }
 }

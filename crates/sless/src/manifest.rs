@@ -269,6 +269,7 @@ pub fn folder_name(dir: &Path) -> anyhow::Result<String> {
 /// The runtime and entrypoint of a folder: given values win, the rest is detected.
 pub fn resolve(dir: &Path, runtime: Option<&str>, entrypoint: Option<&str>) -> anyhow::Result<(String, String)> {
     let exists = |f: &str| dir.join(f).is_file();
+    let read = |f: &str| if exists(f) { std::fs::read_to_string(dir.join(f)).ok() } else { None };
     match (runtime, entrypoint) {
         (Some(r), Some(e)) => Ok((r.to_string(), e.to_string())),
         (None, Some(e)) => {
@@ -278,7 +279,15 @@ pub fn resolve(dir: &Path, runtime: Option<&str>, entrypoint: Option<&str>) -> a
                 Runtime::ALL.into_iter().filter(|rt| rt.entrypoint_files(&ep).iter().any(|f| exists(f))).collect();
             match found.as_slice() {
                 [rt] => Ok((rt.name().to_string(), e.to_string())),
-                [] => bail!("no file in {} matches the entrypoint {e:?}; pass --runtime", dir.display()),
+                [] => {
+                    let looked: Vec<String> =
+                        Runtime::ALL.into_iter().flat_map(|rt| rt.entrypoint_files(&ep)).collect();
+                    bail!(
+                        "no file in {} matches the entrypoint {e:?} (looked for {})",
+                        dir.display(),
+                        looked.join(", ")
+                    )
+                }
                 _ => {
                     bail!("the entrypoint {e:?} matches files of several runtimes in {}; pass --runtime", dir.display())
                 }
@@ -287,22 +296,22 @@ pub fn resolve(dir: &Path, runtime: Option<&str>, entrypoint: Option<&str>) -> a
         (Some(r), None) => {
             let rt = Runtime::parse("--runtime", r)?;
             let python = rt == Runtime::Python311;
-            let Some((_, ep)) = Runtime::detect(|f| f.ends_with(".py") == python && exists(f)) else {
+            let Some((_, ep)) = Runtime::detect(|f| read(f).filter(|_| f.ends_with(".py") == python)) else {
                 bail!("cannot find the {r} entrypoint in {}: pass --entrypoint", dir.display());
             };
             Ok((r.to_string(), ep))
         }
         (None, None) => {
-            let python = Runtime::detect(|f| f.ends_with(".py") && exists(f));
-            let node = Runtime::detect(|f| !f.ends_with(".py") && exists(f));
+            let python = Runtime::detect(|f| read(f).filter(|_| f.ends_with(".py")));
+            let node = Runtime::detect(|f| read(f).filter(|_| !f.ends_with(".py")));
             match (python, node) {
                 (Some((rt, ep)), None) | (None, Some((rt, ep))) => Ok((rt.name().to_string(), ep)),
                 (Some(_), Some(_)) => bail!(
-                    "{} has both a Python and a Node entry file (main.py/handler.py and index.js/index.mjs); pass --runtime",
+                    "{} has both a Python and a Node entry file (main.py/handler.py/lambda_function.py and index.js/index.mjs); pass --runtime",
                     dir.display()
                 ),
                 (None, None) => bail!(
-                    "cannot detect the runtime of {}: no main.py, handler.py, index.js or index.mjs; pass --runtime and --entrypoint",
+                    "cannot detect the runtime of {}: no main.py, handler.py, lambda_function.py, index.js or index.mjs; pass --runtime and --entrypoint",
                     dir.display()
                 ),
             }
@@ -339,6 +348,18 @@ mod tests {
         let err = resolve(dir.path(), None, None).expect_err("ambiguous");
         assert!(err.to_string().contains("both"), "{err}");
         assert_eq!(resolve(dir.path(), Some("nodejs20"), None).expect("node").1, "index.handler");
+    }
+
+    #[test]
+    fn regression_a_lambda_console_folder_deploys_without_flags() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let code = "import json\n\ndef lambda_handler(event, context):\n    return {'statusCode': 200}\n";
+        std::fs::write(dir.path().join("lambda_function.py"), code).expect("write");
+        let got = resolve(dir.path(), None, None).expect("detect");
+        assert_eq!(got, ("python3.11".to_string(), "lambda_function.lambda_handler".to_string()));
+        // A wrong --entrypoint names what was looked for, instead of advising --runtime.
+        let err = resolve(dir.path(), None, Some("nope.handler")).expect_err("no such file").to_string();
+        assert!(err.contains("looked for nope.py") && !err.contains("--runtime"), "{err}");
     }
 
     #[test]
