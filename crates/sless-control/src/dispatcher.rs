@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use chrono::Utc;
 use serde_json::value::RawValue;
-use sless_core::event::{Answer, answer};
+use sless_core::event::{Answer, answer, platform_log_line};
 use sless_core::invocation::{ColdStart, InvocationRecord, Outcome, Source};
 use sless_core::traits::{Executor, Invocation, InvokeTarget, Registry};
 use sless_core::trigger::TriggerRecord;
@@ -110,8 +110,11 @@ impl Dispatcher {
     ) -> Result<Answer> {
         let started_at = Utc::now();
         let started = Instant::now();
-        let outcome = self.executor.invoke(target, Invocation { request_id: request_id.clone(), event }).await?;
+        let mut outcome = self.executor.invoke(target, Invocation { request_id: request_id.clone(), event }).await?;
         let elapsed = started.elapsed();
+        if let Some(line) = platform_log_line(&outcome.result, target.spec.timeout_sec, &request_id) {
+            outcome.logs.push(line);
+        }
         let answer = answer(&outcome.result, target.spec.timeout_sec, self.max_response_bytes);
         let labels = Metrics::function(&target.namespace, &target.name);
         self.metrics.invocation_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());

@@ -480,6 +480,21 @@ pub struct Answer {
     pub error: Option<(String, String)>,
 }
 
+/// The line the platform adds to a call's log when the function's process did not end the
+/// call itself, as Lambda prints one (`<request id> Task timed out after 3.00 seconds`): for a
+/// timeout, a crash and an out-of-memory kill; `None` otherwise.
+pub fn platform_log_line(result: &crate::traits::InvokeResult, timeout_sec: u32, request_id: &str) -> Option<String> {
+    use crate::traits::InvokeResult;
+    match result {
+        InvokeResult::TimedOut => Some(format!("{request_id} Task timed out after {timeout_sec}.00 seconds")),
+        InvokeResult::OutOfMemory { message } => {
+            Some(format!("{request_id} Runtime exited: out of memory, killed ({message})"))
+        }
+        InvokeResult::Crashed { message } => Some(format!("{request_id} Runtime exited: {message}")),
+        _ => None,
+    }
+}
+
 /// Turns a call's result into its HTTP answer (docs/writing-functions.md): a returned value → its response
 /// (502 `Runtime.MalformedResponse` when malformed, 502 `Function.ResponseSizeTooLarge` over
 /// `max_response_bytes`); an exception → 502 `{"errorType","errorMessage"}`; a timeout → 504

@@ -126,6 +126,20 @@ def handler(event, context):
     assert_eq!(b["errorType"], "Function.Timeout");
     assert_eq!(h["x-function-error"], "true");
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "the stuck call was cut");
+    // Regression: the record's logs said nothing of the timeout; Lambda prints this line.
+    let id = h["x-request-id"].to_str().expect("a request id").to_string();
+    let url = server.api("").replace("/functions", &format!("/invocations/{id}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let record = loop {
+        let (s, _, r) = server.send(server.http.get(&url)).await;
+        if s == 200 {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "no record {id}: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let logs = record["logs"].to_string();
+    assert!(logs.contains(&format!("{id} Task timed out after 1.00 seconds")), "{record}");
     let (s, _, b) = server.invoke("slow", "GET", "/", None).await;
     assert_eq!((s, b), (200, json!("quick")));
 }
