@@ -1,6 +1,6 @@
 //! The router in-process (`tower::ServiceExt::oneshot` on `sless_server::router`): auth, errors
 //! and routing, on a real `SqlRegistry` (a temp SQLite), an `ObjectBlobStore` on a temp folder
-//! and a small fake `Executor` (builds succeed, calls answer 200).
+//! and `sless_testing`'s fake `Executor` (builds succeed, calls answer 200).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,41 +12,13 @@ use axum::http::{Method, Request, StatusCode, header};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use sless_control::{Dispatcher, GcPolicy, LastKnown, LogHub, Metrics, Recorder, RecorderConfig, Rollouts};
-use sless_core::traits::{
-    BlobStore, BuildOutcome, Executor, Invocation, InvocationLog, InvokeOutcome, InvokeResult, InvokeTarget, Registry,
-};
+use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry};
 use sless_server::{AdminToken, AppState, Limits};
 use sless_store::{ObjectBlobStore, SqlRegistry};
+use sless_testing::FakeExecutor;
 use tower::ServiceExt as _;
 
 const TOKEN: &str = "router-test-token-0123456789";
-
-/// Builds succeed; every call answers `{"statusCode": 200, "body": "hi"}`.
-struct FakeExecutor;
-
-#[async_trait::async_trait]
-impl Executor for FakeExecutor {
-    async fn build(&self, _: &InvokeTarget, _: Bytes) -> sless_core::Result<BuildOutcome> {
-        Ok(BuildOutcome { ok: true, log: String::new(), message: String::new() })
-    }
-    async fn is_built(&self, _: &InvokeTarget) -> sless_core::Result<bool> {
-        Ok(true)
-    }
-    async fn invoke(&self, _: &InvokeTarget, _: Invocation) -> sless_core::Result<InvokeOutcome> {
-        Ok(InvokeOutcome {
-            result: InvokeResult::Returned(json!({"statusCode": 200, "body": "hi"})),
-            cold_start: None,
-            logs: vec![],
-        })
-    }
-    async fn prewarm(&self, _: &InvokeTarget) -> sless_core::Result<()> {
-        Ok(())
-    }
-    async fn remove(&self, _: &str, _: &str) -> sless_core::Result<()> {
-        Ok(())
-    }
-    async fn shutdown(&self) {}
-}
 
 /// The router on fresh state, and the temp folder that holds it.
 async fn app() -> (Router, tempfile::TempDir) {
@@ -55,7 +27,7 @@ async fn app() -> (Router, tempfile::TempDir) {
     let registry: Arc<dyn Registry> = sql.clone();
     let invocations: Arc<dyn InvocationLog> = sql;
     let blobs: Arc<dyn BlobStore> = Arc::new(ObjectBlobStore::local(&dir.path().join("archives")).expect("blob store"));
-    let executor: Arc<dyn Executor> = Arc::new(FakeExecutor);
+    let executor: Arc<dyn Executor> = Arc::new(FakeExecutor::new());
     let metrics = Arc::new(Metrics::new());
     let rollouts = Rollouts::new(registry.clone(), blobs.clone(), executor.clone(), metrics.clone());
     let (recorder, _task) = Recorder::start(invocations.clone(), metrics.clone(), RecorderConfig::default());
