@@ -166,54 +166,7 @@ impl InvocationFilter {
     }
 }
 
-/// One output line of a function (`GET …/logs`, and each event of the followed stream).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogLine {
-    /// When the server read it.
-    pub time: DateTime<Utc>,
-    /// The call it belongs to, when known.
-    pub request_id: Option<String>,
-    /// The line, without its newline.
-    pub line: String,
-}
-
-/// What `POST /v1/gc` collected (or, with `dry_run`, would collect).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GcReport {
-    /// Whether nothing was deleted.
-    pub dry_run: bool,
-    /// The versions deleted.
-    pub versions: Vec<CollectedVersion>,
-    /// The archives deleted.
-    pub archives: Vec<CollectedArchive>,
-    /// The build logs deleted (of versions that are gone), by blob key.
-    #[serde(default)]
-    pub build_logs: Vec<String>,
-    /// The archives' and build logs' total size, in bytes.
-    pub bytes_freed: u64,
-}
-
-/// A version the collector deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CollectedVersion {
-    /// Its function's namespace.
-    pub namespace: String,
-    /// Its function's name.
-    pub function: String,
-    /// The version number.
-    pub version: u32,
-    /// Its archive's SHA-256.
-    pub sha256: String,
-}
-
-/// An archive the collector deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CollectedArchive {
-    /// Its blob key.
-    pub key: String,
-    /// Its size, in bytes.
-    pub size_bytes: u64,
-}
+pub use sless_core::report::{CollectedArchive, CollectedVersion, GcReport, LogLine};
 
 /// Overrides of the server's collector policy for one `POST /v1/gc`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -218,28 +218,3 @@ async fn wait_ready_times_out() {
         client.wait_ready("f", 1, Duration::from_millis(100), Duration::from_millis(20)).await.expect_err("timeout");
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
 }
-
-/// The client's own copies of the control plane's shapes read what it writes.
-#[test]
-fn log_lines_and_gc_reports_match_the_control_plane() {
-    let line = sless_control::LogLine { time: chrono::Utc::now(), request_id: Some("r".into()), line: "hi".into() };
-    let text = serde_json::to_string(&line).expect("json");
-    let back: sless_client::LogLine = serde_json::from_str(&text).expect("decode");
-    assert_eq!(serde_json::to_string(&back).expect("json"), text);
-
-    let report = sless_control::gc::GcReport {
-        dry_run: false,
-        versions: vec![sless_control::gc::CollectedVersion {
-            namespace: "n".into(),
-            function: "f".into(),
-            version: 4,
-            sha256: "ab".into(),
-        }],
-        archives: vec![sless_control::gc::CollectedArchive { key: "k".into(), size_bytes: 9 }],
-        build_logs: vec!["build-logs/n/f/4-ab.log".into()],
-        bytes_freed: 9,
-    };
-    let text = serde_json::to_string(&report).expect("json");
-    let back: sless_client::GcReport = serde_json::from_str(&text).expect("decode");
-    assert_eq!(serde_json::to_string(&back).expect("json"), text);
-}

@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::Serialize;
 use sless_core::archive::{BUILD_LOGS, blob_key, build_log_key};
 use sless_core::status::VersionPhase;
 use sless_core::traits::{BlobStore, Registry, VersionRecord};
@@ -32,45 +31,7 @@ impl Default for GcPolicy {
     }
 }
 
-/// A version the collector deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct CollectedVersion {
-    /// The function's namespace.
-    pub namespace: String,
-    /// The function.
-    pub function: String,
-    /// The version number.
-    pub version: u32,
-    /// Its archive's SHA-256.
-    pub sha256: String,
-}
-
-/// An archive the collector deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct CollectedArchive {
-    /// Its blob key.
-    pub key: String,
-    /// Its size in bytes.
-    pub size_bytes: u64,
-}
-
-/// What one run deleted (or, on a dry run, would delete).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct GcReport {
-    /// Whether nothing was actually deleted.
-    pub dry_run: bool,
-    /// Versions deleted, by function and number.
-    pub versions: Vec<CollectedVersion>,
-    /// Archives deleted.
-    pub archives: Vec<CollectedArchive>,
-    /// Build logs deleted (of versions that no longer exist), by key.
-    pub build_logs: Vec<String>,
-    /// The archives' and build logs' bytes together.
-    pub bytes_freed: u64,
-}
+pub use sless_core::report::{CollectedArchive, CollectedVersion, GcReport};
 
 /// The versions of one function to delete (numbers): all but the active one, those still
 /// building and the newest `keep` (at least the newest one). `versions` in any order.

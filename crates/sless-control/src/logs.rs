@@ -4,24 +4,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
 use tokio::sync::broadcast;
 
 /// Lines kept per function for `GET …/logs`.
 const RECENT_LINES: usize = 1000;
 
-/// One output line of a function.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct LogLine {
-    /// When sless read it.
-    pub time: DateTime<Utc>,
-    /// The call it belongs to, when known.
-    pub request_id: Option<String>,
-    /// The line, without its newline.
-    pub line: String,
-}
+pub use sless_core::report::LogLine;
 
 struct Channel {
     recent: VecDeque<LogLine>,
@@ -76,7 +64,7 @@ mod tests {
     use super::*;
 
     fn line(s: &str) -> LogLine {
-        LogLine { time: Utc::now(), request_id: None, line: s.into() }
+        LogLine { time: chrono::Utc::now(), request_id: None, line: s.into() }
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod flat;
 pub mod invocation;
 pub mod job;
 pub mod names;
+pub mod report;
 pub mod resource_version;
 pub mod runtime;
 pub mod schedule;
