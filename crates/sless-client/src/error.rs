@@ -29,6 +29,10 @@ pub struct Problem {
     /// The archive entry at fault (`invalid-archive` problems).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entry: Option<String>,
+    /// The quota exceeded (`quota-exceeded` and `rate-limited` problems), e.g.
+    /// `max_functions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<String>,
 }
 
 fn about_blank() -> String {
@@ -73,6 +77,7 @@ impl Problem {
             detail,
             field: None,
             entry: None,
+            quota: None,
         }
     }
 

@@ -23,11 +23,13 @@ mod types;
 
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue, IF_MATCH};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sless_core::invocation::InvocationRecord;
 use sless_core::job::JobRecord;
+use sless_core::tenant::{NamespaceRecord, Role, TokenRecord};
 use sless_core::traits::VersionRecord;
 use sless_core::trigger::TriggerRecord;
 
@@ -36,8 +38,8 @@ pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, RequestBuilder, StatusCode};
 pub use sse::LogStream;
 pub use types::{
-    CollectedArchive, CollectedVersion, Function, GcOptions, GcReport, InvocationFilter, InvokeRequest, LogLine, Page,
-    PageRequest, RawResponse, Rollback, Upload, Version,
+    CollectedArchive, CollectedVersion, Function, GcOptions, GcReport, InvocationFilter, InvokeRequest, LogLine,
+    NewToken, Page, PageRequest, RawResponse, Rollback, Upload, Version,
 };
 
 /// The media type of a JSON merge patch (RFC 7396).
@@ -430,6 +432,72 @@ impl Client {
             query.push(("dry_run", "true".to_string()));
         }
         self.call("POST /v1/gc", self.http.post(format!("{}/v1/gc", self.base)).query(&query)).await
+    }
+
+    // --- Tenants ------------------------------------------------------------------------
+
+    /// `POST /v1/namespaces` (platform admin): creates a namespace with `quotas` (an object
+    /// of docs/api.md's quota fields, or `null`). Errors: `Api` 400, 403, 409 when it exists.
+    pub async fn create_namespace(&self, name: &str, quotas: &Value) -> Result<NamespaceRecord> {
+        let body = json!({"name": name, "quotas": quotas});
+        self.call("POST /v1/namespaces", self.http.post(format!("{}/v1/namespaces", self.base)).json(&body)).await
+    }
+
+    /// `GET /v1/namespaces`: every namespace (a token: those it reaches).
+    pub async fn list_namespaces(&self) -> Result<Vec<NamespaceRecord>> {
+        self.all(async |p| {
+            self.call("GET /v1/namespaces", self.http.get(format!("{}/v1/namespaces", self.base)).query(&p.query()))
+                .await
+        })
+        .await
+    }
+
+    /// `GET /v1/namespaces/{ns}`: the namespace with its quotas and `usage` (as JSON).
+    /// Errors: `Api` 403, 404.
+    pub async fn get_namespace(&self, name: &str) -> Result<Value> {
+        self.call("GET /v1/namespaces/{ns}", self.http.get(format!("{}/v1/namespaces/{name}", self.base))).await
+    }
+
+    /// `PATCH /v1/namespaces/{ns}` (platform admin) with a merge patch such as
+    /// `{"quotas": {"max_functions": 10}}` (`null` removes a limit). Errors: `Api` 400, 403,
+    /// 404, 412.
+    pub async fn patch_namespace(&self, name: &str, patch: &Value) -> Result<NamespaceRecord> {
+        let req = self.merge_patch(format!("{}/v1/namespaces/{name}", self.base), patch, None)?;
+        self.call("PATCH /v1/namespaces/{ns}", req).await
+    }
+
+    /// `DELETE /v1/namespaces/{ns}` (platform admin); `force` deletes its functions,
+    /// triggers and jobs too. Errors: `Api` 403, 404, 409 (`default`, or not empty).
+    pub async fn delete_namespace(&self, name: &str, force: bool) -> Result<()> {
+        let req = self.http.delete(format!("{}/v1/namespaces/{name}", self.base)).query(&[("force", force)]);
+        self.send(req).await?.error_for_status().map(drop)
+    }
+
+    /// `POST /v1/tokens`: a token with `role` over `namespaces`, described and expiring as
+    /// given; the answer holds its secret (`token`), shown once. Errors: `Api` 400, 403, 404
+    /// (a namespace that does not exist).
+    pub async fn create_token(
+        &self,
+        namespaces: &[String],
+        role: Role,
+        description: &str,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<NewToken> {
+        let body =
+            json!({"namespaces": namespaces, "role": role, "description": description, "expires_at": expires_at});
+        self.call("POST /v1/tokens", self.http.post(format!("{}/v1/tokens", self.base)).json(&body)).await
+    }
+
+    /// `GET /v1/tokens`: the tokens the caller may manage (never their secrets).
+    pub async fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
+        let page: Page<TokenRecord> =
+            self.call("GET /v1/tokens", self.http.get(format!("{}/v1/tokens", self.base))).await?;
+        Ok(page.items)
+    }
+
+    /// `DELETE /v1/tokens/{id}`: revokes a token. Errors: `Api` 404.
+    pub async fn revoke_token(&self, id: &str) -> Result<()> {
+        self.send(self.http.delete(format!("{}/v1/tokens/{id}", self.base))).await?.error_for_status().map(drop)
     }
 
     // --- Helpers ------------------------------------------------------------------------

@@ -92,6 +92,16 @@ pub struct Upload {
     pub phase: VersionPhase,
 }
 
+/// The answer to `POST /v1/tokens` (201): the token's record and its secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewToken {
+    /// Id, role, namespaces, description, times.
+    #[serde(flatten)]
+    pub record: sless_core::tenant::TokenRecord,
+    /// The secret (`slt_…`), shown this once.
+    pub token: String,
+}
+
 /// The answer to a rollback (`POST …/rollback`, 202).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rollback {

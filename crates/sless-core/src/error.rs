@@ -54,6 +54,13 @@ pub enum Error {
         /// The stored version.
         current: String,
     },
+    /// A write would exceed a namespace's quota (403).
+    #[error(transparent)]
+    QuotaExceeded(#[from] crate::tenant::QuotaExceeded),
+    /// The request conflicts with what exists, e.g. deleting a namespace that holds
+    /// functions (409).
+    #[error("{0}")]
+    Conflict(String),
     /// A storage backend failed (500/503; details are logged, not shown).
     #[error("storage error: {0}")]
     Storage(#[source] Box<dyn std::error::Error + Send + Sync>),

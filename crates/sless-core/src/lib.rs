@@ -19,6 +19,7 @@ pub mod runtime;
 pub mod schedule;
 pub mod spec;
 pub mod status;
+pub mod tenant;
 pub mod traits;
 pub mod trigger;
 

@@ -13,6 +13,7 @@ use crate::resource_version::ResourceVersion;
 use crate::runtime::Runtime;
 use crate::spec::FunctionSpec;
 use crate::status::{FunctionStatus, VersionPhase};
+use crate::tenant::{NamespaceRecord, Quotas, StoredToken, TokenRecord};
 use crate::trigger::{TriggerRecord, TriggerSpec, TriggerStatus};
 
 /// A stored function: spec plus server-owned fields. Serialised as the API's function object
@@ -370,6 +371,40 @@ pub trait Registry: Send + Sync {
     async fn update_job_status(&self, namespace: &str, name: &str, status: &JobStatus) -> Result<()>;
     /// Deletes a job. Errors: `NotFound`.
     async fn delete_job(&self, namespace: &str, name: &str) -> Result<()>;
+}
+
+/// Namespaces and tokens (SQL on both backends: on Kubernetes they live beside the
+/// invocation log in PostgreSQL). Namespace names are checked by the caller.
+#[async_trait::async_trait]
+pub trait Tenants: Send + Sync {
+    /// Creates the namespace with no quotas unless it exists (an admin's first write into a
+    /// namespace creates it).
+    async fn ensure_namespace(&self, name: &str) -> Result<()>;
+    /// Creates a namespace. Errors: `AlreadyExists`.
+    async fn create_namespace(&self, name: &str, quotas: &Quotas) -> Result<NamespaceRecord>;
+    /// One namespace. Errors: `NotFound`.
+    async fn get_namespace(&self, name: &str) -> Result<NamespaceRecord>;
+    /// A page of namespaces, by name.
+    async fn list_namespaces(&self, page: &Page) -> Result<Listed<NamespaceRecord>>;
+    /// Replaces a namespace's quotas if its `resource_version` is `expected` (when given).
+    /// Errors: `NotFound`, `Stale`.
+    async fn replace_quotas(
+        &self,
+        name: &str,
+        quotas: &Quotas,
+        expected: Option<&ResourceVersion>,
+    ) -> Result<NamespaceRecord>;
+    /// Deletes a namespace (what it holds is the caller's to delete first), takes it out of
+    /// every token's namespaces and deletes the tokens left with none. Errors: `NotFound`.
+    async fn delete_namespace(&self, name: &str) -> Result<()>;
+    /// Stores a new token. Errors: `AlreadyExists` (its id).
+    async fn create_token(&self, token: &StoredToken) -> Result<()>;
+    /// One token with its secret's hash. Errors: `NotFound`.
+    async fn get_token(&self, id: &str) -> Result<StoredToken>;
+    /// Every token, by id.
+    async fn list_tokens(&self) -> Result<Vec<TokenRecord>>;
+    /// Deletes (revokes) a token. Errors: `NotFound`.
+    async fn delete_token(&self, id: &str) -> Result<()>;
 }
 
 /// Where invocation records go (SQL: SQLite or PostgreSQL).

@@ -14,6 +14,21 @@ pub enum AppError {
     /// Missing or wrong bearer token (401).
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// The token may not do this here (403); says nothing of what the namespace holds.
+    #[error(transparent)]
+    Forbidden(sless_core::tenant::Denied),
+    /// The token's request rate in this namespace is used up (429 with `Retry-After`).
+    #[error(
+        "quota requests_per_minute of namespace {namespace:?} exceeded: limit {limit} per token; retry in {retry_after_secs} s"
+    )]
+    RateLimited {
+        /// The namespace whose quota it is.
+        namespace: String,
+        /// Its `requests_per_minute`.
+        limit: u32,
+        /// Seconds until the next request is allowed.
+        retry_after_secs: u64,
+    },
     /// Wrong `Content-Type` (415).
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -52,6 +67,10 @@ impl AppError {
             AppError::Core(E::Stale { .. }) => {
                 (StatusCode::PRECONDITION_FAILED, "stale-resource-version", "Precondition failed")
             }
+            AppError::Core(E::QuotaExceeded(_)) => (StatusCode::FORBIDDEN, "quota-exceeded", "Quota exceeded"),
+            AppError::Core(E::Conflict(_)) => (StatusCode::CONFLICT, "conflict", "Conflict"),
+            AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
+            AppError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate-limited", "Too many requests"),
             AppError::Core(E::Storage(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "storage-unavailable", "Storage unavailable")
             }
@@ -90,6 +109,11 @@ impl IntoResponse for AppError {
             AppError::Core(sless_core::Error::InvalidArchive { entry: Some(entry), .. }) => (None, Some(entry.clone())),
             _ => (None, None),
         };
+        let quota = match &self {
+            AppError::Core(sless_core::Error::QuotaExceeded(q)) => Some(q.quota.to_string()),
+            AppError::RateLimited { .. } => Some("requests_per_minute".to_string()),
+            _ => None,
+        };
         let body = Problem {
             type_: format!("https://sless.dev/problems/{slug}"),
             title: title.to_string(),
@@ -97,6 +121,7 @@ impl IntoResponse for AppError {
             detail,
             field,
             entry,
+            quota,
         };
         let body = serde_json::to_string(&body).unwrap_or_default();
         let mut response = (status, body).into_response();
@@ -108,6 +133,9 @@ impl IntoResponse for AppError {
             }
             AppError::NotReady(_) | AppError::Core(sless_core::Error::Storage(_)) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            AppError::RateLimited { retry_after_secs, .. } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs.max(1)));
             }
             _ => {}
         }
@@ -137,6 +165,10 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub entry: Option<String>,
+    /// The quota exceeded (e.g. `max_functions`, `requests_per_minute`), for a 403 or 429.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub quota: Option<String>,
 }
 
 /// `Result` with [`AppError`].

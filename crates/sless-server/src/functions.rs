@@ -117,6 +117,7 @@ pub(crate) async fn create(
     check_namespace(&body, &ns)?;
     let (name, spec) = FunctionSpec::from_json(&body)?;
     let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
+    let _admitted = crate::tenants::admit_spec(&state, &ns, &name, &spec).await?;
     let new = New { namespace: ns, name, spec, status: FunctionStatus::pending(Utc::now()) };
     let record = state.registry.create_function(&new).await?;
     Ok(function_response(&state, StatusCode::CREATED, &record))
@@ -256,7 +257,9 @@ async fn apply_spec(
         // Nothing changes: no new resource_version, no rollout.
         return Ok(function_response(state, StatusCode::OK, &before));
     }
+    let admitted = crate::tenants::admit_spec(state, ns, name, &spec).await?;
     let updated = state.registry.replace_spec(ns, name, &spec, expected.as_ref()).await?;
+    drop(admitted);
     let reload = before.spec.runtime != spec.runtime || before.spec.entrypoint != spec.entrypoint;
     if let (true, Some(active)) = (reload, updated.active_version) {
         state.rollouts.start(ns, name, active);
@@ -284,12 +287,19 @@ async fn apply_spec(
 )]
 pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
+    let f = remove(&state, ns, name).await?;
+    Ok(function_response(&state, StatusCode::ACCEPTED, &f))
+}
+
+/// Deletes a function with its versions, stops its instances and forgets its output.
+/// Errors: 404, the registry's and the executor's.
+pub(crate) async fn remove(state: &AppState, ns: &str, name: &str) -> ApiResult<FunctionRecord> {
     let f = state.registry.get_function(ns, name).await?;
     state.registry.delete_function(ns, name).await?;
     state.executor.remove(ns, name).await?;
     // A function created again under this name starts with no output of the old one.
     state.logs.remove(ns, name);
-    Ok(function_response(&state, StatusCode::ACCEPTED, &f))
+    Ok(f)
 }
 
 #[utoipa::path(

@@ -100,7 +100,7 @@ pub(crate) async fn public(
     };
     let ours = trigger.spec.auth == HttpAuth::Token;
     if ours {
-        auth::check(&state, request.headers())?;
+        auth::check_invoke(&state, request.headers(), &p.ns).await?;
     }
     // A public route's `Authorization` header is the caller's own (a function may check its
     // own tokens); the platform's token is never passed on.

@@ -13,6 +13,7 @@ mod invoke;
 mod jobs;
 mod openapi;
 mod resource;
+mod tenants;
 mod triggers;
 
 use std::future::Future;
@@ -22,10 +23,10 @@ use axum::Router;
 use axum::routing::{any, get, put};
 use sless_control::{Dispatcher, LogHub, Metrics, Rollouts};
 use sless_core::archive::ArchiveLimits;
-use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry};
+use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry, Tenants};
 use tokio::net::TcpListener;
 
-pub use auth::AdminToken;
+pub use auth::{AdminToken, TokenKey};
 pub use error::{ApiResult, AppError, Problem};
 pub use openapi::document as openapi_document;
 
@@ -69,14 +70,28 @@ pub struct AppState {
     pub logs: Arc<LogHub>,
     /// The series of `/metrics`.
     pub metrics: Arc<Metrics>,
-    /// The admin token that `/v1` requires.
+    /// Namespaces and tokens.
+    pub tenants: Arc<dyn Tenants>,
+    /// The platform's admin token.
     pub admin_token: AdminToken,
+    /// The key token secrets are hashed under.
+    pub token_key: TokenKey,
+    /// What the API keeps between requests in this process.
+    pub guards: Guards,
     /// Request limits.
     pub limits: Limits,
     /// The server's base URL, e.g. `http://127.0.0.1:8080`, used in the `url` field.
     pub base_url: String,
     /// What the collector keeps when `POST /v1/gc` names nothing else.
     pub gc: sless_control::GcPolicy,
+}
+
+/// What the API keeps between requests in this process: each token's remaining request rate
+/// and the lock that serialises quota checks with the writes they admit.
+#[derive(Clone, Default)]
+pub struct Guards {
+    rate_limits: auth::RateLimits,
+    admission: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The API's router.
@@ -102,12 +117,19 @@ pub fn router(state: AppState) -> Router {
             get(triggers::get).put(triggers::replace).patch(triggers::patch).delete(triggers::delete),
         )
         .route("/v1/gc", axum::routing::post(gc::run))
+        .route("/v1/tokens", get(tenants::list_tokens).post(tenants::create_token))
+        .route("/v1/tokens/{id}", axum::routing::delete(tenants::revoke_token))
+        .route("/v1/namespaces", get(tenants::list_namespaces).post(tenants::create_namespace))
+        .route(
+            "/v1/namespaces/{ns}",
+            get(tenants::get_namespace).patch(tenants::patch_namespace).delete(tenants::delete_namespace),
+        )
         .route("/v1/namespaces/{ns}/jobs", get(jobs::list).post(jobs::create))
         .route(
             "/v1/namespaces/{ns}/jobs/{name}",
             get(jobs::get).put(jobs::replace).patch(jobs::patch).delete(jobs::delete),
         )
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_admin));
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_access));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(health_ready))

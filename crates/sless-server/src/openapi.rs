@@ -67,6 +67,14 @@ pub fn document() -> utoipa::openapi::OpenApi {
         crate::jobs::patch,
         crate::jobs::delete,
         crate::gc::run,
+        crate::tenants::create_namespace,
+        crate::tenants::list_namespaces,
+        crate::tenants::get_namespace,
+        crate::tenants::patch_namespace,
+        crate::tenants::delete_namespace,
+        crate::tenants::create_token,
+        crate::tenants::list_tokens,
+        crate::tenants::revoke_token,
         crate::invoke::public,
     ),
     components(
@@ -74,6 +82,8 @@ pub fn document() -> utoipa::openapi::OpenApi {
         responses(
             BadRequest,
             Unauthorized,
+            Forbidden,
+            TooManyRequests,
             NotFound,
             Conflict,
             PreconditionFailed,
@@ -90,7 +100,7 @@ struct ApiDoc;
 /// The name of the bearer security scheme.
 const BEARER: &str = "bearer";
 
-/// Bearer auth on every `/v1` operation (the router's `route_layer`, `auth::require_admin`);
+/// Bearer auth on every `/v1` operation (the router's `route_layer`, `auth::require_access`);
 /// `/fn/` takes a bearer only when its http trigger says `auth: token`; the rest is open.
 struct Security;
 
@@ -102,7 +112,9 @@ impl Modify for Security {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("the admin token (docs/api.md)"))
+                    .description(Some(
+                        "the platform's admin token, or a token of `POST /v1/tokens` (docs/api.md, \"Tenants\")",
+                    ))
                     .build(),
             ),
         );
@@ -190,9 +202,11 @@ macro_rules! problem_responses {
 
 problem_responses! {
     BadRequest: "A field is missing or invalid; `field` names it (a path or query parameter, a body field, or `body` for a body that is not JSON).",
-    Unauthorized: "No bearer token or a wrong one (`WWW-Authenticate: Bearer`).",
+    Unauthorized: "No bearer token, or a wrong, expired or revoked one (`WWW-Authenticate: Bearer`).",
+    Forbidden: "The token is not scoped to this namespace, its role may not do this, or a write would exceed a quota (`quota` names it).",
+    TooManyRequests: "The token's `requests_per_minute` in this namespace is used up (`Retry-After`, `quota`).",
     NotFound: "No such resource, or no such route.",
-    Conflict: "The resource already exists (or, for an http trigger, its function already has one).",
+    Conflict: "The resource already exists (or, for an http trigger, its function already has one); or it cannot be deleted now (`default`, or a namespace that still holds functions, triggers or jobs).",
     PreconditionFailed: "`If-Match` names another `resource_version`.",
     PayloadTooLarge: "The body is over its limit.",
     UnsupportedMediaType: "Wrong `Content-Type`.",
@@ -443,6 +457,55 @@ pub(crate) struct FunctionList {
     items: Vec<FunctionView<'static>>,
     /// The `cursor` of the next page, null on the last.
     next_cursor: Option<String>,
+}
+
+/// A page of namespaces.
+#[derive(ToSchema)]
+#[allow(dead_code)] // A schema only.
+pub(crate) struct NamespaceList {
+    /// At most `limit` namespaces, sorted by name (a token: its own, on one page).
+    items: Vec<sless_core::tenant::NamespaceRecord>,
+    /// The `cursor` of the next page, null on the last.
+    next_cursor: Option<String>,
+}
+
+/// The tokens the caller may manage (one page: all of them).
+#[derive(ToSchema)]
+#[allow(dead_code)] // A schema only.
+pub(crate) struct TokenList {
+    /// Sorted by id; never the secrets.
+    items: Vec<sless_core::tenant::TokenRecord>,
+    /// Always null.
+    next_cursor: Option<String>,
+}
+
+/// A namespace's create body (`POST /v1/namespaces`) or merge patch (`PATCH`, where `name`
+/// may only repeat the path's).
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // A schema only: `tenants::create_namespace` reads the body.
+pub(crate) struct NamespaceInput {
+    /// A DNS-1123 label; required on create.
+    #[schema(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    name: Option<String>,
+    /// Limits; a missing or null one is no limit.
+    quotas: Option<sless_core::tenant::Quotas>,
+}
+
+/// A token's create body (`POST /v1/tokens`).
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // A schema only: `tenants::create_token` reads the body.
+pub(crate) struct TokenInput {
+    /// The namespaces it reaches (at least one; each must exist; a token with role `admin`
+    /// may only name its own).
+    namespaces: Vec<String>,
+    /// `admin`, `developer`, `invoker` or `viewer`.
+    role: sless_core::tenant::Role,
+    /// What it is for, at most 256 characters.
+    description: Option<String>,
+    /// RFC 3339; when it stops working (in the future); null: never.
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A page of triggers.

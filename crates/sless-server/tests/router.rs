@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sless_control::{Dispatcher, GcPolicy, LastKnown, LogHub, Metrics, Recorder, RecorderConfig, Rollouts};
 use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry};
-use sless_server::{AdminToken, AppState, Limits};
+use sless_server::{AdminToken, AppState, Guards, Limits, TokenKey};
 use sless_store::{ObjectBlobStore, SqlRegistry};
 use sless_testing::FakeExecutor;
 use tower::ServiceExt as _;
@@ -25,7 +25,7 @@ async fn app() -> (Router, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let sql = Arc::new(SqlRegistry::open_sqlite(&dir.path().join("sless.db")).await.expect("sqlite"));
     let registry: Arc<dyn Registry> = sql.clone();
-    let invocations: Arc<dyn InvocationLog> = sql;
+    let invocations: Arc<dyn InvocationLog> = sql.clone();
     let blobs: Arc<dyn BlobStore> = Arc::new(ObjectBlobStore::local(&dir.path().join("archives")).expect("blob store"));
     let executor: Arc<dyn Executor> = Arc::new(FakeExecutor::new());
     let metrics = Arc::new(Metrics::new());
@@ -47,7 +47,10 @@ async fn app() -> (Router, tempfile::TempDir) {
         invocations,
         logs: Arc::new(LogHub::default()),
         metrics,
+        tenants: sql,
         admin_token: AdminToken::new(TOKEN),
+        token_key: TokenKey::new(&[7; 32]),
+        guards: Guards::default(),
         limits: Limits::default(),
         base_url: "http://sless.test".into(),
         gc: GcPolicy::default(),

@@ -6,6 +6,7 @@
 //!   [`ChangeFeed`](sless_core::traits::ChangeFeed) announcing every write, and hooks to lose
 //!   notifications ([`FakeRegistry::silence`]) or fail calls ([`FakeRegistry::failures`]);
 //! - [`FakeInvocationLog`]: invocation records, listed, fetched and pruned as the SQL log does;
+//! - [`FakeTenants`]: namespaces and tokens, as the SQL store keeps them;
 //! - [`FakeBlobStore`]: blobs in memory, listed by folder;
 //! - [`FakeExecutor`]: records every call, answers with scripted build outcomes and invoke
 //!   results per function, can hold calls open, and counts prewarms and removes;
@@ -21,6 +22,7 @@ pub mod fixtures;
 mod invocations;
 mod registry;
 mod table;
+mod tenants;
 
 pub use blobs::FakeBlobStore;
 pub use executor::{FakeExecutor, InvokeCall};
@@ -28,3 +30,4 @@ pub use failures::Failures;
 pub use fixtures::{FunctionBuilder, InvocationBuilder, JobBuilder, TriggerBuilder};
 pub use invocations::FakeInvocationLog;
 pub use registry::FakeRegistry;
+pub use tenants::FakeTenants;

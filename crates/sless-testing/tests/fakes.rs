@@ -318,3 +318,46 @@ async fn executor_records_and_answers_as_scripted() {
     exec.shutdown().await;
     assert_eq!((exec.prewarms("f"), exec.removes("f"), exec.removes("g"), exec.shutdowns()), (1, 2, 0, 1));
 }
+
+#[tokio::test]
+async fn tenants_follow_the_store_suite() {
+    use sless_core::tenant::{Quotas, Role, StoredToken, TokenRecord};
+    use sless_core::traits::Tenants;
+    let t = sless_testing::FakeTenants::new();
+    assert_eq!(t.get_namespace("default").await.unwrap().quotas, Quotas::default());
+    let q = Quotas { max_functions: Some(2), ..Quotas::default() };
+    let created = t.create_namespace("team-a", &q).await.unwrap();
+    t.ensure_namespace("team-a").await.unwrap();
+    t.ensure_namespace("team-b").await.unwrap();
+    assert_eq!(t.get_namespace("team-a").await.unwrap().quotas, q);
+    assert!(matches!(t.create_namespace("team-b", &q).await, Err(Error::AlreadyExists { .. })));
+    let first = t.list_namespaces(&page(2, None)).await.unwrap();
+    assert_eq!(first.items.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["default", "team-a"]);
+    assert_eq!(first.next.as_deref(), Some("team-a"));
+    let rest = t.list_namespaces(&page(2, first.next.as_deref())).await.unwrap();
+    assert_eq!(rest.items.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["team-b"]);
+    let replaced = t.replace_quotas("team-a", &Quotas::default(), Some(&created.resource_version)).await.unwrap();
+    assert_eq!(replaced.resource_version, rv(2));
+    assert!(matches!(t.replace_quotas("team-a", &q, Some(&rv(1))).await, Err(Error::Stale { .. })));
+
+    let token = |id: &str, namespaces: &[&str]| StoredToken {
+        record: TokenRecord {
+            id: id.into(),
+            role: Role::Viewer,
+            namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+            description: String::new(),
+            created_at: Utc::now(),
+            expires_at: None,
+        },
+        secret_hash: "00".repeat(32),
+    };
+    t.create_token(&token("tok_1", &["team-a", "team-b"])).await.unwrap();
+    t.create_token(&token("tok_2", &["team-a"])).await.unwrap();
+    assert!(matches!(t.create_token(&token("tok_2", &["team-a"])).await, Err(Error::AlreadyExists { .. })));
+    t.delete_namespace("team-a").await.unwrap();
+    assert_eq!(t.get_token("tok_1").await.unwrap().record.namespaces, ["team-b"]);
+    assert!(matches!(t.get_token("tok_2").await, Err(Error::NotFound { .. })));
+    t.delete_token("tok_1").await.unwrap();
+    assert!(matches!(t.delete_token("tok_1").await, Err(Error::NotFound { .. })));
+    assert!(t.list_tokens().await.unwrap().is_empty());
+}

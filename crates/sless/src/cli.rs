@@ -57,6 +57,9 @@ Environment (besides each flag's SLESS_* variable above):
   SLESS_ADMIN_TOKEN   the admin token (at least 16 characters); without it one is generated
                       at first start into <data dir>/admin-token (mode 0600). A variable, not
                       a flag: a flag's value is visible to every local user in the process list.
+  SLESS_TOKEN_KEY     the key token secrets are hashed under (at least 32 characters); without
+                      it one is generated at first start into <data dir>/token-key (mode 0600).
+                      Servers sharing a database must share it.
   SLESS_CONFIG_DIR    where the CLI's client.json is written (default $XDG_CONFIG_HOME/sless
                       or ~/.config/sless)
   AWS_*               the S3 settings of an s3:// --blob-url (AWS_ENDPOINT_URL, AWS_REGION, ...)
@@ -91,6 +94,96 @@ pub enum Command {
     /// Delete unused versions and the archives no version references, now (the server
     /// also does it periodically).
     Gc(Client<GcArgs>),
+    /// Create, list or revoke tokens scoped to namespaces with a role (admin, developer,
+    /// invoker, viewer).
+    Token(ClientGroup<TokenCommand>),
+    /// Create, list, show, set quotas of or delete namespaces (tenants).
+    Namespace(ClientGroup<NamespaceCommand>),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print its secret (shown this once).
+    Create(TokenCreateArgs),
+    /// List tokens (never their secrets).
+    List(OutputArgs),
+    /// Revoke a token: it is refused from now on.
+    Revoke {
+        /// The token's id (tok_…).
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// The namespaces it reaches (repeat, or separate with commas); default: -n's.
+    #[arg(long = "scope", value_delimiter = ',')]
+    pub scope: Vec<String>,
+    /// What it may do: admin (developer + tokens), developer (manage and call), invoker
+    /// (call only), viewer (read only).
+    #[arg(long, value_parser = ["admin", "developer", "invoker", "viewer"])]
+    pub role: String,
+    /// What it is for.
+    #[arg(long, default_value = "")]
+    pub description: String,
+    /// When it stops working: a duration from now (90m, 12h, 30d) or an RFC 3339 time.
+    #[arg(long)]
+    pub expires: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NamespaceCommand {
+    /// Create a namespace, with quotas if given.
+    Create {
+        /// Namespace name.
+        name: String,
+        #[command(flatten)]
+        quotas: QuotaArgs,
+    },
+    /// List namespaces (a token sees those it reaches).
+    List(OutputArgs),
+    /// Show a namespace with its quotas and usage.
+    Get {
+        /// Namespace name.
+        name: String,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Set quotas (`none` removes one; quotas not named stay as they are).
+    SetQuota {
+        /// Namespace name.
+        name: String,
+        #[command(flatten)]
+        quotas: QuotaArgs,
+    },
+    /// Delete a namespace (refused while it holds functions, triggers or jobs, unless
+    /// --force deletes them too).
+    Delete {
+        /// Namespace name.
+        name: String,
+        /// Delete its functions, triggers and jobs with it.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// A namespace's quotas as flags: a number, or `none` for no limit.
+#[derive(Debug, Args)]
+pub struct QuotaArgs {
+    /// Most functions.
+    #[arg(long)]
+    pub max_functions: Option<String>,
+    /// Most instances (the sum of the functions' max_instances).
+    #[arg(long)]
+    pub max_instances: Option<String>,
+    /// Most memory in MiB (the sum of memory_mb × max_instances).
+    #[arg(long)]
+    pub max_memory_mb: Option<String>,
+    /// Most requests per minute per token.
+    #[arg(long)]
+    pub requests_per_minute: Option<String>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -11,6 +11,7 @@ mod output;
 mod pack;
 mod serve;
 mod telemetry;
+mod tenants_cli;
 mod triggers_cli;
 
 use clap::Parser;
@@ -65,6 +66,8 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Invocation(c) => observe_cli::invocation(&c.conn, c.command).await?,
         Command::Logs(c) => observe_cli::logs(&c.conn, c.args).await?,
         Command::Gc(c) => functions_cli::gc(&c.conn, c.args).await?,
+        Command::Token(c) => tenants_cli::tokens(&c.conn, c.command).await?,
+        Command::Namespace(c) => tenants_cli::namespaces(&c.conn, c.command).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

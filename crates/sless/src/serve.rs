@@ -13,7 +13,7 @@ use sless_core::invocation::Retention;
 use sless_core::traits::InvocationLog;
 use sless_core::traits::{BlobStore, Executor, Registry};
 use sless_local::{Interpreters, LocalConfig, LocalExecutor};
-use sless_server::{AdminToken, AppState, Limits};
+use sless_server::{AdminToken, AppState, Guards, Limits, TokenKey};
 use sless_store::{ObjectBlobStore, SqlRegistry};
 use tokio::net::TcpListener;
 
@@ -76,6 +76,33 @@ fn check_admin_token_variable() -> anyhow::Result<Option<String>> {
         Ok(t) => Ok(Some(t.trim().to_string())),
         Err(_) => Ok(None),
     }
+}
+
+/// The key token secrets are hashed under: `SLESS_TOKEN_KEY`, else the one kept in
+/// `<data>/token-key` (generated at first start, mode 0600). Errors: a variable shorter than
+/// 32 characters; an unreadable or unwritable file.
+fn token_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    if let Ok(key) = std::env::var("SLESS_TOKEN_KEY") {
+        if key.trim().len() < 32 {
+            bail!("SLESS_TOKEN_KEY must be at least 32 characters");
+        }
+        return Ok(key.trim().as_bytes().to_vec());
+    }
+    let file = data_dir.join("token-key");
+    match std::fs::read_to_string(&file) {
+        Ok(key) if key.trim().len() >= 32 => return Ok(key.trim().as_bytes().to_vec()),
+        Ok(_) => bail!(
+            "{} is shorter than 32 characters: restore it, or delete it to make a new one (every token made so far then stops working)",
+            file.display()
+        ),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(anyhow!("cannot read {}: {e}", file.display()));
+        }
+        Err(_) => {}
+    }
+    let key = hex::encode(rand::random::<[u8; 32]>());
+    write_private(&file, &key)?;
+    Ok(key.into_bytes())
 }
 
 /// Writes a file readable only by its owner (0600).
@@ -316,6 +343,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
     let addr = listener.local_addr()?;
     let base_url = format!("http://{addr}");
     let token = admin_token(&data_dir)?;
+    let token_key = TokenKey::new(&token_key(&data_dir)?);
     let gc_policy = GcPolicy { keep_versions: args.gc_keep_versions, grace_sec: args.gc_grace_sec, dry_run: false };
     let state = AppState {
         registry: registry.clone(),
@@ -326,7 +354,10 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
         invocations,
         logs,
         metrics,
+        tenants: sql.clone(),
         admin_token: AdminToken::new(&token),
+        token_key,
+        guards: Guards::default(),
         limits: Limits {
             archive,
             max_request_bytes: args.max_body_mb * 1024 * 1024,

@@ -76,6 +76,8 @@ macro_rules! with_pool {
     };
 }
 
+mod tenants;
+
 /// The registry and the invocation log in SQLite (one file, WAL mode) or PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct SqlRegistry {

@@ -4,6 +4,8 @@
 use serde_json::json;
 use sless_core::invocation::{Outcome, Source};
 use sless_core::job::JobPhase;
+use sless_core::tenant::{Quotas, Role, StoredToken, TokenRecord};
+use sless_core::traits::Tenants;
 use sless_core::trigger::{TriggerPhase, TriggerType};
 
 use super::rows::parse_time;
@@ -70,6 +72,7 @@ on_both!(
     invocations_filters,
     invocation_get_round_trips,
     invocations_prune_by_age_and_count,
+    namespaces_and_tokens,
 );
 
 fn rv(count: u64) -> ResourceVersion {
@@ -626,4 +629,62 @@ async fn postgres_servers_hear_each_others_changes() {
     assert_eq!(rest(&mut from_b), [f, j], "b hears a's function once and its own job once");
     a.close().await;
     b.close().await;
+}
+
+fn stored_token(id: &str, namespaces: &[&str]) -> StoredToken {
+    StoredToken {
+        record: TokenRecord {
+            id: id.to_string(),
+            role: Role::Developer,
+            namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+            description: "ci".into(),
+            created_at: rows::stored_now(),
+            expires_at: Some(parse_time("2030-01-01T00:00:00.000Z").unwrap()),
+        },
+        secret_hash: "ab".repeat(32),
+    }
+}
+
+async fn namespaces_and_tokens(reg: &SqlRegistry) {
+    // `default` exists from the start; ensure is idempotent and keeps quotas.
+    assert_eq!(reg.get_namespace("default").await.unwrap().quotas, Quotas::default());
+    let q = Quotas { max_functions: Some(2), requests_per_minute: Some(60), ..Quotas::default() };
+    let created = reg.create_namespace("team-a", &q).await.unwrap();
+    assert_eq!(reg.get_namespace("team-a").await.unwrap(), created);
+    reg.ensure_namespace("team-a").await.unwrap();
+    reg.ensure_namespace("team-b").await.unwrap();
+    assert_eq!(reg.get_namespace("team-a").await.unwrap().quotas, q);
+    assert!(matches!(reg.create_namespace("team-b", &q).await, Err(Error::AlreadyExists { kind: "namespace", .. })));
+    assert!(matches!(reg.get_namespace("nope").await, Err(Error::NotFound { kind: "namespace", .. })));
+
+    let first = reg.list_namespaces(&page(2, None)).await.unwrap();
+    let names: Vec<_> = first.items.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!((names, first.next.as_deref()), (vec!["default", "team-a"], Some("team-a")));
+    let rest = reg.list_namespaces(&page(2, first.next.as_deref())).await.unwrap();
+    assert_eq!(rest.items.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), vec!["team-b"]);
+
+    let q2 = Quotas { max_instances: Some(4), ..Quotas::default() };
+    let replaced = reg.replace_quotas("team-a", &q2, Some(&created.resource_version)).await.unwrap();
+    assert_eq!((replaced.quotas, replaced.resource_version.clone()), (q2, rv(2)));
+    assert!(matches!(reg.replace_quotas("team-a", &q, Some(&rv(1))).await, Err(Error::Stale { .. })));
+    assert!(matches!(reg.replace_quotas("nope", &q, None).await, Err(Error::NotFound { .. })));
+
+    let both = stored_token("tok_1", &["team-a", "team-b"]);
+    let only_a = stored_token("tok_2", &["team-a"]);
+    reg.create_token(&both).await.unwrap();
+    reg.create_token(&only_a).await.unwrap();
+    assert!(matches!(reg.create_token(&only_a).await, Err(Error::AlreadyExists { kind: "token", .. })));
+    assert_eq!(reg.get_token("tok_1").await.unwrap(), both);
+    assert_eq!(reg.list_tokens().await.unwrap(), vec![both.record.clone(), only_a.record.clone()]);
+
+    // Deleting a namespace takes it out of every token; a token left with none is gone.
+    reg.delete_namespace("team-a").await.unwrap();
+    assert!(matches!(reg.get_namespace("team-a").await, Err(Error::NotFound { .. })));
+    assert_eq!(reg.get_token("tok_1").await.unwrap().record.namespaces, vec!["team-b".to_string()]);
+    assert!(matches!(reg.get_token("tok_2").await, Err(Error::NotFound { kind: "token", .. })));
+    assert!(matches!(reg.delete_namespace("team-a").await, Err(Error::NotFound { .. })));
+
+    reg.delete_token("tok_1").await.unwrap();
+    assert!(matches!(reg.delete_token("tok_1").await, Err(Error::NotFound { .. })));
+    assert!(reg.list_tokens().await.unwrap().is_empty());
 }
