@@ -23,8 +23,10 @@ pub struct DeployPlan {
     pub dir: PathBuf,
     pub runtime: String,
     pub entrypoint: String,
-    pub memory_mb: Option<u32>,
-    pub timeout_sec: Option<u32>,
+    /// Spec fields besides name, runtime, entrypoint and env (`memory_mb`, `timeout_sec`,
+    /// `concurrency`, …), as the API names them; fields left out keep their value (or, with
+    /// `replace`, take their default).
+    pub fields: serde_json::Map<String, Value>,
     pub env: BTreeMap<String, String>,
     /// Replace the whole spec (a manifest is the truth) rather than patch the given fields.
     pub replace: bool,
@@ -35,13 +37,19 @@ impl DeployPlan {
     pub fn from_decl(decl: &FunctionDecl) -> anyhow::Result<Self> {
         let dir = decl.path.clone().context("function has no path")?;
         let (runtime, entrypoint) = resolve(&dir, decl.runtime.as_deref(), decl.entrypoint.as_deref())?;
+        let mut fields = serde_json::Map::new();
+        if let Some(m) = decl.memory_mb {
+            fields.insert("memory_mb".into(), json!(m));
+        }
+        if let Some(t) = decl.timeout_sec {
+            fields.insert("timeout_sec".into(), json!(t));
+        }
         Ok(DeployPlan {
             name: decl.name.clone(),
             dir,
             runtime,
             entrypoint,
-            memory_mb: decl.memory_mb,
-            timeout_sec: decl.timeout_sec,
+            fields,
             env: decl.env.clone(),
             replace: true,
         })
@@ -49,11 +57,8 @@ impl DeployPlan {
 
     fn spec(&self) -> Value {
         let mut spec = json!({ "name": self.name, "runtime": self.runtime, "entrypoint": self.entrypoint });
-        if let Some(m) = self.memory_mb {
-            spec["memory_mb"] = json!(m);
-        }
-        if let Some(t) = self.timeout_sec {
-            spec["timeout_sec"] = json!(t);
+        for (k, v) in &self.fields {
+            spec[k.as_str()] = v.clone();
         }
         if self.replace || !self.env.is_empty() {
             spec["env"] = json!(self.env);

@@ -81,6 +81,10 @@ pub enum Command {
     Fn(ClientGroup<FnCommand>),
     /// List a function's versions.
     Versions(Client<VersionsArgs>),
+    /// Make an earlier version of a function active again.
+    Rollback(Client<RollbackArgs>),
+    /// List, set or unset a function's environment variables.
+    Env(ClientGroup<EnvCommand>),
     /// Create, list, show, enable, disable or delete triggers (http URLs and cron schedules).
     Trigger(ClientGroup<TriggerCommand>),
     /// Create, run, list, show or delete jobs (one-off runs of a function).
@@ -303,18 +307,41 @@ pub struct DeployArgs {
     /// folder/module.function (default: detected, handler `handler`).
     #[arg(long)]
     pub entrypoint: Option<String>,
-    /// Memory limit in MiB.
-    #[arg(long)]
-    pub memory: Option<u32>,
-    /// Timeout in seconds.
-    #[arg(long)]
-    pub timeout: Option<u32>,
+    #[command(flatten)]
+    pub spec: SpecArgs,
     /// Environment variable KEY=VALUE (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
     pub env: Vec<String>,
     /// Don't wait for the build.
     #[arg(long)]
     pub no_wait: bool,
+}
+
+/// A function's settings as flags (docs/api.md, "Functions"); those not given stay as they
+/// are.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SpecArgs {
+    /// Memory limit of one instance in MiB (64–4096).
+    #[arg(long, value_name = "MIB")]
+    pub memory: Option<u32>,
+    /// Longest call in seconds (1–900).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u32>,
+    /// Calls one instance serves at once (1–100).
+    #[arg(long)]
+    pub concurrency: Option<u32>,
+    /// Most instances at once (1–1000), or `default` for the server's.
+    #[arg(long, value_name = "N|default")]
+    pub max_instances: Option<String>,
+    /// Seconds an idle instance is kept (1–86400), or `default` for the server's.
+    #[arg(long, value_name = "SECONDS|default")]
+    pub idle_timeout: Option<String>,
+    /// Serve calls (the default for a new function).
+    #[arg(long, conflicts_with = "disable")]
+    pub enable: bool,
+    /// Keep the code but answer calls with 503.
+    #[arg(long)]
+    pub disable: bool,
 }
 
 #[derive(Debug, Args)]
@@ -354,6 +381,55 @@ pub enum FnCommand {
         /// Function name.
         name: String,
     },
+    /// Change a function's settings (only those given; env: `sless env`).
+    Update {
+        /// Function name.
+        name: String,
+        /// python3.11 or nodejs20 (the code is built again for it).
+        #[arg(long)]
+        runtime: Option<String>,
+        /// folder/module.function.
+        #[arg(long)]
+        entrypoint: Option<String>,
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Print a function's environment variables (KEY=VALUE; they may be secrets).
+    List {
+        /// Function name.
+        name: String,
+    },
+    /// Set environment variables (the others stay).
+    Set {
+        /// Function name.
+        name: String,
+        /// KEY=VALUE (one or more).
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        vars: Vec<String>,
+    },
+    /// Remove environment variables.
+    Unset {
+        /// Function name.
+        name: String,
+        /// KEY (one or more).
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// Function name.
+    pub name: String,
+    /// The earlier version to make active again (`sless versions NAME` lists them).
+    pub version: u32,
+    /// Don't wait until it serves.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 #[derive(Debug, Args)]

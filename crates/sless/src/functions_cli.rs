@@ -5,14 +5,53 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use serde_json::json;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
 use sless_client::{Client, GcOptions, InvokeRequest, Method};
+use sless_core::status::VersionPhase;
 
 use crate::apply::{ApplyFailed, DeployPlan, apply_manifest, deploy_plan, find_function};
-use crate::cli::{Connection, DeployArgs, FnCommand, GcArgs, InvokeArgs, Output, VersionsArgs};
+use crate::cli::{
+    Connection, DeployArgs, EnvCommand, FnCommand, GcArgs, InvokeArgs, Output, RollbackArgs, SpecArgs, VersionsArgs,
+};
 use crate::connect::connect;
 use crate::manifest::{folder_name, resolve};
 use crate::output::{json, print_json, print_table, s};
+
+/// `KEY=VALUE` split at the first `=`. Errors name the flag.
+fn key_value<'a>(kv: &'a str, what: &str) -> anyhow::Result<(&'a str, &'a str)> {
+    kv.split_once('=').filter(|(k, _)| !k.is_empty()).with_context(|| format!("{what} {kv:?}: expected KEY=VALUE"))
+}
+
+/// The spec fields the flags set, as the API names them (`default` → `null`: the server's).
+fn spec_fields(args: &SpecArgs) -> anyhow::Result<Map<String, Value>> {
+    let mut fields = Map::new();
+    if let Some(m) = args.memory {
+        fields.insert("memory_mb".into(), json!(m));
+    }
+    if let Some(t) = args.timeout {
+        fields.insert("timeout_sec".into(), json!(t));
+    }
+    if let Some(c) = args.concurrency {
+        fields.insert("concurrency".into(), json!(c));
+    }
+    for (flag, field, value) in [
+        ("--max-instances", "max_instances", &args.max_instances),
+        ("--idle-timeout", "idle_timeout_sec", &args.idle_timeout),
+    ] {
+        let Some(value) = value else { continue };
+        let v = match value.as_str() {
+            "default" => Value::Null,
+            n => json!(n.parse::<u32>().with_context(|| format!("{flag} {n:?}: expected a number or default"))?),
+        };
+        fields.insert(field.into(), v);
+    }
+    if args.enable || args.disable {
+        fields.insert("enabled".into(), json!(args.enable));
+    }
+    Ok(fields)
+}
 
 pub async fn deploy(conn: &Connection, args: DeployArgs) -> anyhow::Result<()> {
     let client = connect(conn)?;
@@ -27,19 +66,10 @@ pub async fn deploy(conn: &Connection, args: DeployArgs) -> anyhow::Result<()> {
     let (runtime, entrypoint) = resolve(&dir, args.runtime.as_deref(), args.entrypoint.as_deref())?;
     let mut env = BTreeMap::new();
     for kv in &args.env {
-        let (k, v) = kv.split_once('=').with_context(|| format!("--env {kv:?}: expected KEY=VALUE"))?;
+        let (k, v) = key_value(kv, "--env")?;
         env.insert(k.to_string(), v.to_string());
     }
-    let plan = DeployPlan {
-        name,
-        dir,
-        runtime,
-        entrypoint,
-        memory_mb: args.memory,
-        timeout_sec: args.timeout,
-        env,
-        replace: false,
-    };
+    let plan = DeployPlan { name, dir, runtime, entrypoint, fields: spec_fields(&args.spec)?, env, replace: false };
     let f = deploy_plan(&client, &plan, !args.no_wait).await?;
     println!("{}", f.url);
     Ok(())
@@ -50,8 +80,7 @@ async fn deploy_manifest(client: &Client, dir: &Path, args: &DeployArgs) -> anyh
     if args.name.is_some()
         || args.runtime.is_some()
         || args.entrypoint.is_some()
-        || args.memory.is_some()
-        || args.timeout.is_some()
+        || !spec_fields(&args.spec)?.is_empty()
         || !args.env.is_empty()
     {
         bail!("{} has a {}: set function fields there, not with flags", dir.display(), crate::manifest::MANIFEST);
@@ -186,7 +215,81 @@ pub async fn functions(conn: &Connection, cmd: FnCommand) -> anyhow::Result<()> 
             client.delete_function(&name).await?;
             eprintln!("deleted {name}");
         }
+        FnCommand::Update { name, runtime, entrypoint, spec } => {
+            let mut patch = spec_fields(&spec)?;
+            if let Some(r) = runtime {
+                patch.insert("runtime".into(), json!(r));
+            }
+            if let Some(e) = entrypoint {
+                patch.insert("entrypoint".into(), json!(e));
+            }
+            if patch.is_empty() {
+                bail!(
+                    "name a setting to change: --memory, --timeout, --concurrency, --max-instances, --idle-timeout, --enable, --disable, --runtime, --entrypoint"
+                );
+            }
+            let f = client
+                .patch_function(&name, &Value::Object(patch.clone()), None)
+                .await
+                .map_err(not_found(&client, &name))?;
+            let shown: Vec<String> = patch.keys().map(|k| format!("{k}={}", s(&json(&f), &[k.as_str()]))).collect();
+            eprintln!("updated {name}: {}", shown.join(" "));
+        }
     }
+    Ok(())
+}
+
+/// A 404 said in the user's words: `function "x" not found in namespace "default"`.
+fn not_found(client: &Client, name: &str) -> impl FnOnce(sless_client::Error) -> anyhow::Error {
+    let message = format!("function {name:?} not found in namespace {:?}", client.namespace());
+    move |e| if e.is_not_found() { anyhow::anyhow!(message) } else { e.into() }
+}
+
+/// `sless env list|set|unset`: a function's environment through merge patches of `env`.
+pub async fn env(conn: &Connection, cmd: EnvCommand) -> anyhow::Result<()> {
+    let client = connect(conn)?;
+    match cmd {
+        EnvCommand::List { name } => {
+            let f = client.get_function(&name).await.map_err(not_found(&client, &name))?;
+            for (k, v) in &f.record.spec.env {
+                println!("{k}={v}");
+            }
+        }
+        EnvCommand::Set { name, vars } => {
+            let mut env = Map::new();
+            for kv in &vars {
+                let (k, v) = key_value(kv, "set")?;
+                env.insert(k.to_string(), json!(v));
+            }
+            client.patch_function(&name, &json!({ "env": env }), None).await.map_err(not_found(&client, &name))?;
+            eprintln!("set {} on {name}", env.keys().cloned().collect::<Vec<_>>().join(", "));
+        }
+        EnvCommand::Unset { name, keys } => {
+            let f = client.get_function(&name).await.map_err(not_found(&client, &name))?;
+            if let Some(missing) = keys.iter().find(|k| !f.record.spec.env.contains_key(*k)) {
+                bail!("{name} has no environment variable {missing:?}");
+            }
+            let env: Map<String, Value> = keys.iter().map(|k| (k.clone(), Value::Null)).collect();
+            let etag = sless_client::etag(&f.record.resource_version);
+            client.patch_function(&name, &json!({ "env": env }), Some(&etag)).await?;
+            eprintln!("unset {} on {name}", keys.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// `sless rollback NAME VERSION`: makes an earlier version active and (unless `--no-wait`)
+/// waits until it serves.
+pub async fn rollback(conn: &Connection, args: RollbackArgs) -> anyhow::Result<()> {
+    let client = connect(conn)?;
+    let r = client.rollback(&args.name, args.version).await.map_err(not_found(&client, &args.name))?;
+    if !args.no_wait {
+        let v = client.wait_ready(&args.name, r.version, Duration::from_secs(600), Duration::from_millis(100)).await?;
+        if v.record.phase == VersionPhase::Failed {
+            bail!("{} version {} failed to start: {}", args.name, r.version, v.record.message);
+        }
+    }
+    eprintln!("{} now serves version {} (sha256 {})", args.name, r.version, &r.sha256[..12.min(r.sha256.len())]);
     Ok(())
 }
 

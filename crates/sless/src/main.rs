@@ -60,6 +60,8 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Invoke(c) => return functions_cli::invoke(&c.conn, c.args).await,
         Command::Fn(c) => functions_cli::functions(&c.conn, c.command).await?,
         Command::Versions(c) => functions_cli::versions(&c.conn, c.args).await?,
+        Command::Rollback(c) => functions_cli::rollback(&c.conn, c.args).await?,
+        Command::Env(c) => functions_cli::env(&c.conn, c.command).await?,
         Command::Trigger(c) => triggers_cli::triggers(&c.conn, c.command).await?,
         Command::Job(c) => return triggers_cli::jobs(&c.conn, c.command).await,
         Command::Invocations(c) => observe_cli::invocations(&c.conn, c.args).await?,

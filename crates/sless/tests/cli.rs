@@ -263,3 +263,75 @@ async fn regression_a_throwaway_server_does_not_overwrite_the_saved_connection()
     assert!(!data.exists(), "a failed start sets nothing up");
     assert!(!dir.path().join("config").exists(), "nor saves a connection");
 }
+
+/// The CLI rolls back, changes settings and env, and sets every spec field at deploy (users
+/// fell back to curl, and a PUT without `env` wiped env).
+#[tokio::test]
+async fn regression_the_cli_rolls_back_updates_settings_and_env() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let code = |text: &str| {
+        let body = format!("def handler(event, context):\n    return {{'statusCode': 200, 'body': '{text}'}}\n");
+        std::fs::write(dir.path().join("main.py"), body).expect("write");
+    };
+    let path = dir.path().to_str().expect("path");
+    code("one");
+    ok(&server.cli(&[
+        "deploy",
+        path,
+        "--name",
+        "f",
+        "--concurrency",
+        "4",
+        "--max-instances",
+        "2",
+        "--idle-timeout",
+        "60",
+        "--memory",
+        "256",
+        "-e",
+        "A=1",
+    ]));
+    code("two");
+    ok(&server.cli(&["deploy", path, "--name", "f"]));
+    let f: Value = serde_json::from_str(&ok(&server.cli(&["fn", "get", "f", "-o", "json"]))).expect("json");
+    assert_eq!(
+        (
+            &f["concurrency"],
+            &f["max_instances"],
+            &f["idle_timeout_sec"],
+            &f["memory_mb"],
+            &f["env"],
+            &f["active_version"]
+        ),
+        (&json!(4), &json!(2), &json!(60), &json!(256), &json!({"A": "1"}), &json!(2)),
+        "a second deploy without flags keeps the settings"
+    );
+    assert_eq!(ok(&server.cli(&["invoke", "f"])).trim(), "two");
+
+    ok(&server.cli(&["rollback", "f", "1"]));
+    assert_eq!(ok(&server.cli(&["invoke", "f"])).trim(), "one");
+
+    ok(&server.cli(&["fn", "update", "f", "--max-instances", "default", "--timeout", "5", "--disable"]));
+    let f: Value = serde_json::from_str(&ok(&server.cli(&["fn", "get", "f", "-o", "json"]))).expect("json");
+    assert_eq!(
+        (&f["max_instances"], &f["timeout_sec"], &f["enabled"], &f["concurrency"]),
+        (&Value::Null, &json!(5), &json!(false), &json!(4))
+    );
+    assert!(!server.cli(&["invoke", "f"]).status.success(), "disabled");
+    ok(&server.cli(&["fn", "update", "f", "--enable"]));
+    let bad = server.cli(&["fn", "update", "f"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("name a setting to change"));
+    let bad = server.cli(&["fn", "update", "f", "--memory", "1"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("memory_mb"), "the server's field error is shown");
+
+    ok(&server.cli(&["env", "set", "f", "B=2", "C=x=y"]));
+    assert_eq!(ok(&server.cli(&["env", "list", "f"])), "A=1\nB=2\nC=x=y\n");
+    ok(&server.cli(&["env", "unset", "f", "A", "C"]));
+    assert_eq!(ok(&server.cli(&["env", "list", "f"])), "B=2\n");
+    let bad = server.cli(&["env", "unset", "f", "NOPE"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no environment variable \"NOPE\""));
+    let bad = server.cli(&["env", "set", "ghost", "A=1"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("function \"ghost\" not found"));
+    assert_eq!(ok(&server.cli(&["invoke", "f"])).trim(), "one", "env changes keep the active version");
+}
