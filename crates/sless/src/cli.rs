@@ -91,8 +91,8 @@ pub enum Command {
     Job(ClientGroup<JobCommand>),
     /// List a function's recent calls, newest first.
     Invocations(Client<InvocationsArgs>),
-    /// Show one call with its log lines.
-    Invocation(ClientGroup<InvocationCommand>),
+    /// Show one call with its log lines (`sless invocation ID`, or `invocation get ID`).
+    Invocation(InvocationGroup),
     /// Print a function's log lines (-f to follow).
     Logs(Client<LogsArgs>),
     /// Delete unused versions and the archives no version references, now (the server
@@ -603,6 +603,31 @@ pub struct InvocationsArgs {
     pub limit: u32,
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// `sless invocation ID` or `sless invocation get ID`.
+#[derive(Debug, Args)]
+pub struct InvocationGroup {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(subcommand)]
+    pub command: Option<InvocationCommand>,
+    /// Invocation id (the request id).
+    pub id: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+impl InvocationGroup {
+    /// The one thing asked: the id and the output format, from either form. Errors: neither
+    /// given.
+    pub fn wanted(self) -> anyhow::Result<(String, OutputArgs)> {
+        match (self.command, self.id) {
+            (Some(InvocationCommand::Get { id, out }), _) => Ok((id, out)),
+            (None, Some(id)) => Ok((id, self.out)),
+            (None, None) => anyhow::bail!("name the invocation: sless invocation ID"),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -65,7 +65,11 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Trigger(c) => triggers_cli::triggers(&c.conn, c.command).await?,
         Command::Job(c) => return triggers_cli::jobs(&c.conn, c.command).await,
         Command::Invocations(c) => observe_cli::invocations(&c.conn, c.args).await?,
-        Command::Invocation(c) => observe_cli::invocation(&c.conn, c.command).await?,
+        Command::Invocation(c) => {
+            let conn = c.conn.clone();
+            let (id, out) = c.wanted()?;
+            observe_cli::invocation(&conn, &id, out).await?
+        }
         Command::Logs(c) => observe_cli::logs(&c.conn, c.args).await?,
         Command::Gc(c) => functions_cli::gc(&c.conn, c.args).await?,
         Command::Token(c) => tenants_cli::tokens(&c.conn, c.command).await?,

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sless_client::{InvocationFilter, LogLine, PageRequest};
 
-use crate::cli::{Connection, InvocationCommand, InvocationsArgs, LogsArgs, Output};
+use crate::cli::{Connection, InvocationsArgs, LogsArgs, Output, OutputArgs};
 use crate::connect::connect;
 use crate::output::{json, print_table, s};
 
@@ -125,43 +125,39 @@ pub async fn invocations(conn: &Connection, args: InvocationsArgs) -> anyhow::Re
     Ok(())
 }
 
-pub async fn invocation(conn: &Connection, cmd: InvocationCommand) -> anyhow::Result<()> {
+pub async fn invocation(conn: &Connection, id: &str, out: OutputArgs) -> anyhow::Result<()> {
     let client = connect(conn)?;
-    match cmd {
-        InvocationCommand::Get { id, out } => {
-            let v = json(&client.get_invocation(&id).await.with_context(|| format!("invocation {id}"))?);
-            if out.output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&v)?);
-                return Ok(());
-            }
-            for (k, path) in [
-                ("id", &["id"][..]),
-                ("namespace", &["namespace"]),
-                ("function", &["function"]),
-                ("version", &["version"]),
-                ("source", &["source"]),
-                ("source_name", &["source_name"]),
-                ("started_at", &["started_at"]),
-                ("duration_ms", &["duration_ms"]),
-                ("status", &["status"]),
-                ("outcome", &["outcome"]),
-                ("error_type", &["error_type"]),
-                ("error_message", &["error_message"]),
-                ("request_bytes", &["request_bytes"]),
-                ("response_bytes", &["response_bytes"]),
-                ("cold_start", &["cold_start"]),
-            ] {
-                println!("{k:<15} {}", s(&v, path));
-            }
-            let logs = v["logs"].as_array().cloned().unwrap_or_default();
-            if logs.is_empty() {
-                println!("{:<15} -", "logs");
-            } else {
-                println!("logs:");
-                for line in logs {
-                    println!("  {}", line.as_str().map(str::to_string).unwrap_or_else(|| line.to_string()));
-                }
-            }
+    let v = json(&client.get_invocation(id).await.with_context(|| format!("invocation {id}"))?);
+    if out.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    for (k, path) in [
+        ("id", &["id"][..]),
+        ("namespace", &["namespace"]),
+        ("function", &["function"]),
+        ("version", &["version"]),
+        ("source", &["source"]),
+        ("source_name", &["source_name"]),
+        ("started_at", &["started_at"]),
+        ("duration_ms", &["duration_ms"]),
+        ("status", &["status"]),
+        ("outcome", &["outcome"]),
+        ("error_type", &["error_type"]),
+        ("error_message", &["error_message"]),
+        ("request_bytes", &["request_bytes"]),
+        ("response_bytes", &["response_bytes"]),
+        ("cold_start", &["cold_start"]),
+    ] {
+        println!("{k:<15} {}", s(&v, path));
+    }
+    let logs = v["logs"].as_array().cloned().unwrap_or_default();
+    if logs.is_empty() {
+        println!("{:<15} -", "logs");
+    } else {
+        println!("logs:");
+        for line in logs {
+            println!("  {}", line.as_str().map(str::to_string).unwrap_or_else(|| line.to_string()));
         }
     }
     Ok(())

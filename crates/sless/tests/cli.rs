@@ -335,3 +335,29 @@ async fn regression_the_cli_rolls_back_updates_settings_and_env() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("function \"ghost\" not found"));
     assert_eq!(ok(&server.cli(&["invoke", "f"])).trim(), "one", "env changes keep the active version");
 }
+
+/// `sless invocation ID` is `sless invocation get ID` (it had to be spelled out), and the
+/// connection flags work before either form.
+#[tokio::test]
+async fn regression_invocation_id_is_shorthand_for_invocation_get() {
+    let server = Server::start();
+    let code = "def handler(event, context):\n    print('seen')\n    return {'statusCode': 200, 'body': 'ok'}\n";
+    server.deploy("f", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (status, headers, _) = server.invoke("f", "GET", "/", None).await;
+    assert_eq!(status, 200);
+    let id = headers["x-request-id"].to_str().expect("id").to_string();
+    // Records are written in batches: wait until this one is readable.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.client.get_invocation(&id).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "record {id} never written");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let short = ok(&server.cli(&["invocation", &id]));
+    assert!(short.contains(&id) && short.contains("seen"), "{short}");
+    let long = ok(&server.cli(&["invocation", "--url", &server.url, "get", &id]));
+    assert_eq!(short, long);
+    let json_out: Value = serde_json::from_str(&ok(&server.cli(&["invocation", &id, "-o", "json"]))).expect("json");
+    assert_eq!(json_out["id"], json!(id));
+    let none = server.cli(&["invocation"]);
+    assert!(String::from_utf8_lossy(&none.stderr).contains("name the invocation"));
+}
