@@ -68,7 +68,8 @@ fn version_not_found(function: &str, version: u32) -> Error {
 ///
 /// Test hooks: [`FakeRegistry::silence`] loses notifications (as another server's lost
 /// `NOTIFY` would: neither the subscribers nor the generation hear of the write);
-/// [`FakeRegistry::failures`] makes calls fail with `Error::Storage`;
+/// [`FakeRegistry::failures`] makes calls fail with `Error::Storage`; [`FakeRegistry::stall`]
+/// makes the call path's reads hang;
 /// [`FakeRegistry::seed_function`], [`FakeRegistry::deploy`] and
 /// [`FakeRegistry::deploy_failing`] set up functions in one call.
 #[derive(Debug)]
@@ -78,6 +79,7 @@ pub struct FakeRegistry {
     silenced: AtomicBool,
     lost: AtomicU64,
     failures: Failures,
+    stalled: AtomicBool,
 }
 
 impl Default for FakeRegistry {
@@ -95,6 +97,7 @@ impl FakeRegistry {
             silenced: AtomicBool::new(false),
             lost: AtomicU64::new(0),
             failures: Failures::default(),
+            stalled: AtomicBool::new(false),
         }
     }
 
@@ -119,6 +122,20 @@ impl FakeRegistry {
     /// How many announcements were dropped while silenced.
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::SeqCst)
+    }
+
+    /// From now on (`true`) the call path's reads (`get_function`, `get_version`,
+    /// `list_triggers`) wait without answering, as a database that stopped answering would,
+    /// until `stall(false)`.
+    pub fn stall(&self, on: bool) {
+        self.stalled.store(on, Ordering::SeqCst);
+    }
+
+    /// Waits while stalled.
+    async fn gate(&self) {
+        while self.stalled.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     /// The switch that makes this registry's calls (reads and writes, not `subscribe` or
@@ -282,6 +299,7 @@ impl Registry for FakeRegistry {
     }
 
     async fn get_function(&self, namespace: &str, name: &str) -> Result<FunctionRecord> {
+        self.gate().await;
         self.read("get_function", |s| s.functions.get(namespace, name))
     }
 
@@ -362,6 +380,7 @@ impl Registry for FakeRegistry {
     }
 
     async fn get_version(&self, namespace: &str, function: &str, version: u32) -> Result<VersionRecord> {
+        self.gate().await;
         self.read("get_version", |s| {
             s.versions(namespace, function)
                 .iter()
@@ -423,6 +442,7 @@ impl Registry for FakeRegistry {
     }
 
     async fn list_triggers(&self, namespace: &str, page: &Page) -> Result<Listed<TriggerRecord>> {
+        self.gate().await;
         self.read("list_triggers", |s| s.triggers.page(namespace, page))
     }
 

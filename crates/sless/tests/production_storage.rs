@@ -177,3 +177,112 @@ fn unreachable_storage_at_start_is_named_and_fails() {
     let err = failed_start(&["--blob-url", "ftp://x"], &[]);
     assert!(err.contains("expected file:///ABSOLUTE/PATH or s3://BUCKET/PREFIX"), "{err}");
 }
+
+/// A TCP relay to PostgreSQL that can be made to stop answering, as a database host that
+/// vanished from the network would: `cut` closes the relayed connections and holds new ones
+/// open without a byte (no refusal, no reset: every attempt waits for its timeout).
+struct Blackhole {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Blackhole {
+    async fn start(upstream: std::net::SocketAddr) -> Blackhole {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+        let port = listener.local_addr().expect("addr").port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, list) = (cut.clone(), conns.clone());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut down, _)) = listener.accept().await {
+                if c.load(Ordering::SeqCst) {
+                    held.push(down);
+                    continue;
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut up) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                    }
+                });
+                list.lock().expect("lock").push(task.abort_handle());
+            }
+        });
+        Blackhole { port, cut, conns }
+    }
+
+    fn cut(&self, on: bool) {
+        self.cut.store(on, std::sync::atomic::Ordering::SeqCst);
+        if on {
+            for c in self.conns.lock().expect("lock").drain(..) {
+                c.abort();
+            }
+        }
+    }
+}
+
+/// With PostgreSQL gone silent, calls used to stall for 10 s about every 11 s (each refresh
+/// of a function's route waited out the pool's 5 s acquire timeout twice). Now a call waits
+/// for the database at most `LastKnown`'s read budget (250 ms), and not at all while its
+/// breaker is open; the bound checked here is far below the 5 s a waiting call would take.
+// Multi-threaded: the relay must run while the harness blocks on the server's start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_database_that_stops_answering_costs_calls_no_wait() {
+    let db = TestDatabase::create().await;
+    let upstream = {
+        let url = reqwest::Url::parse(&db.url).expect("url");
+        let host = url.host_str().expect("host").to_string();
+        let port = url.port().unwrap_or(5432);
+        tokio::net::lookup_host((host.as_str(), port)).await.expect("resolve").next().expect("address")
+    };
+    let relay = Blackhole::start(upstream).await;
+    let mut relayed = reqwest::Url::parse(&db.url).expect("url");
+    relayed.set_host(Some("127.0.0.1")).expect("host");
+    relayed.set_port(Some(relay.port)).expect("port");
+    let server = Server::start_with(&["--database-url", relayed.as_str()]);
+    server.deploy("hello", "python3.11", "main.handler", &[("main.py", &code(1))], json!({})).await;
+    let trigger = json!({"name": "web", "function": "hello", "type": "http"});
+    let (s, _, b) =
+        server.send(server.http.post(format!("{}/v1/namespaces/default/triggers", server.url)).json(&trigger)).await;
+    assert_eq!(s, 201, "{b}");
+    call_until_ok(&server, "hello").await;
+    let public = format!("{}/fn/default/hello/hi", server.url);
+    assert_eq!(server.http.get(&public).send().await.expect("call").status().as_u16(), 200);
+
+    relay.cut(true);
+    // 8 s: past the pool's acquire timeout (5 s) and several of the breaker's periods (2 s).
+    let until = Instant::now() + Duration::from_secs(8);
+    let mut slowest = Duration::ZERO;
+    let mut calls = 0;
+    while Instant::now() < until {
+        for url in [None, Some(&public)] {
+            let started = Instant::now();
+            let status = match url {
+                None => server.invoke("hello", "GET", "/hi", None).await.0,
+                Some(u) => server.http.get(u).send().await.expect("call").status().as_u16(),
+            };
+            slowest = slowest.max(started.elapsed());
+            calls += 1;
+            assert_eq!(status, 200, "call {calls} failed while the database was silent");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(slowest < Duration::from_secs(2), "a call waited {slowest:?} on the silent database ({calls} calls)");
+    // What needs the database says so.
+    let (s, _, _) = server.send(server.http.get(server.api("/hello"))).await;
+    assert_eq!(s, 503);
+
+    relay.cut(false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (s, _, _) = server.send(server.http.get(server.api("/hello"))).await;
+        if s == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the database never came back: {s}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    call_until_ok(&server, "hello").await;
+}
