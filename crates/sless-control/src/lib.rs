@@ -29,7 +29,7 @@ pub use dispatcher::{CallSource, Dispatcher, Rejection};
 pub use error::{Error, Result};
 pub use gc::{GcPolicy, GcReport};
 pub use last_known::LastKnown;
-pub use logs::{LogHub, LogLine};
+pub use logs::{Follow, LogHub, LogLine};
 pub use metrics::Metrics;
 pub use recorder::{Recorder, RecorderConfig};
 pub use rollout::Rollouts;

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// Lines kept per function for `GET …/logs`.
 const RECENT_LINES: usize = 1000;
@@ -17,12 +17,35 @@ struct Channel {
 }
 
 /// The output of every function, by (namespace, function).
-#[derive(Default)]
 pub struct LogHub {
     channels: Mutex<HashMap<(String, String), Channel>>,
+    /// `true` once the server stops: followers end their streams.
+    closed: watch::Sender<bool>,
+}
+
+impl Default for LogHub {
+    fn default() -> Self {
+        LogHub { channels: Mutex::default(), closed: watch::channel(false).0 }
+    }
+}
+
+/// What [`LogHub::follow`] gives: the recent lines, the lines that follow, and when to stop.
+pub struct Follow {
+    /// The last lines, oldest first.
+    pub recent: Vec<LogLine>,
+    /// The lines printed from now on.
+    pub lines: broadcast::Receiver<LogLine>,
+    /// Becomes `true` when the server stops ([`LogHub::close`]): a stream ends there.
+    pub closed: watch::Receiver<bool>,
 }
 
 impl LogHub {
+    /// Ends every follower's stream (the server is stopping: a follower must not hold the
+    /// shutdown until its drain timeout).
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
     /// Records a line and sends it to followers.
     pub fn publish(&self, namespace: &str, function: &str, line: LogLine) {
         let mut channels = self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -36,14 +59,19 @@ impl LogHub {
         let _ = ch.tx.send(line);
     }
 
-    /// The last `n` lines (oldest first) and a receiver of the lines that follow them.
-    pub fn follow(&self, namespace: &str, function: &str, n: usize) -> (Vec<LogLine>, broadcast::Receiver<LogLine>) {
+    /// The last `n` lines (oldest first), a receiver of the lines that follow them, and the
+    /// signal to stop.
+    pub fn follow(&self, namespace: &str, function: &str, n: usize) -> Follow {
         let mut channels = self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let ch = channels
             .entry((namespace.to_string(), function.to_string()))
             .or_insert_with(|| Channel { recent: VecDeque::new(), tx: broadcast::channel(1024).0 });
         let skip = ch.recent.len().saturating_sub(n);
-        (ch.recent.iter().skip(skip).cloned().collect(), ch.tx.subscribe())
+        Follow {
+            recent: ch.recent.iter().skip(skip).cloned().collect(),
+            lines: ch.tx.subscribe(),
+            closed: self.closed.subscribe(),
+        }
     }
 
     /// Forgets a deleted function's lines.
@@ -72,11 +100,11 @@ mod tests {
         let hub = LogHub::default();
         hub.publish("n", "f", line("a"));
         hub.publish("n", "f", line("b"));
-        let (recent, mut rx) = hub.follow("n", "f", 1);
+        let Follow { recent, lines: mut rx, .. } = hub.follow("n", "f", 1);
         assert_eq!(recent.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(), ["b"]);
         hub.publish("n", "f", line("c"));
         assert_eq!(rx.try_recv().expect("streamed").line, "c");
-        let (other, _) = hub.follow("n", "g", 10);
+        let other = hub.follow("n", "g", 10).recent;
         assert!(other.is_empty());
     }
 }

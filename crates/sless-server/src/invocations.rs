@@ -205,30 +205,36 @@ pub(crate) async fn logs(
         Some("true") | Some("1") => true,
         Some(_) => return Err(AppError::field("follow", "must be true or false")),
     };
-    let (recent, rx) = state.logs.follow(ns, name, tail);
+    let follower = state.logs.follow(ns, name, tail);
     if !follow {
-        return Ok(Json(json!({ "items": recent })).into_response());
+        return Ok(Json(json!({ "items": follower.recent })).into_response());
     }
-    Ok(Sse::new(sse_stream(recent, rx))
+    Ok(Sse::new(sse_stream(follower))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keepalive"))
         .into_response())
 }
 
-fn sse_stream(
-    recent: Vec<sless_control::LogLine>,
-    rx: broadcast::Receiver<sless_control::LogLine>,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+/// The recent lines, then each new one, until the server stops (the stream then ends
+/// cleanly: the chunked body's last chunk, not a broken connection).
+fn sse_stream(follower: sless_control::Follow) -> impl Stream<Item = Result<Event, Infallible>> {
     let event = |line: &sless_control::LogLine| Event::default().data(serde_json::to_string(line).unwrap_or_default());
-    let head = stream::iter(recent.iter().map(event).collect::<Vec<_>>());
-    let live = stream::unfold(rx, move |mut rx| async move {
-        let next = match rx.recv().await {
+    let head = stream::iter(follower.recent.iter().map(event).collect::<Vec<_>>());
+    let live = stream::unfold((follower.lines, follower.closed), move |(mut rx, mut closed)| async move {
+        if *closed.borrow() {
+            return None;
+        }
+        let received = tokio::select! {
+            r = rx.recv() => r,
+            _ = closed.wait_for(|c| *c) => return None,
+        };
+        let next = match received {
             Ok(line) => event(&line),
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 Event::default().comment(format!("{n} lines skipped: the reader was too slow"))
             }
             Err(broadcast::error::RecvError::Closed) => return None,
         };
-        Some((next, rx))
+        Some((next, (rx, closed)))
     });
     head.chain(live).map(Ok)
 }

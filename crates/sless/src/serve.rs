@@ -367,8 +367,13 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
         gc: gc_policy,
     };
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let shutdown = async move {
-        let _ = stopped.wait_for(|s| *s).await;
+    let shutdown = {
+        let logs = state.logs.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            // Log followers end their streams, so they do not hold the drain.
+            logs.close();
+        }
     };
     let collector = spawn_collector(
         registry.clone(),
@@ -445,7 +450,11 @@ impl Platform {
         let _ = self.stop.send(true);
         match tokio::time::timeout(DRAIN_TIMEOUT, &mut self.server).await {
             Ok(res) => res??,
-            Err(_) => tracing::warn!("calls still in flight after {} s; stopping them", DRAIN_TIMEOUT.as_secs()),
+            Err(_) => {
+                tracing::warn!("calls still in flight after {} s; stopping them", DRAIN_TIMEOUT.as_secs());
+                // Its connections hold the API's state (and so the recorder): let them go.
+                self.server.abort();
+            }
         }
         let _ = self.controllers.await;
         let _ = self.collector.await;

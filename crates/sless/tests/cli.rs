@@ -361,3 +361,43 @@ async fn regression_invocation_id_is_shorthand_for_invocation_get() {
     let none = server.cli(&["invocation"]);
     assert!(String::from_utf8_lossy(&none.stderr).contains("name the invocation"));
 }
+
+/// A stop with `sless logs -f` connected took ≈ 42 s (the follower's stream held the drain
+/// to its 30 s timeout, then the recorder waited 10 s more) and the follower died with a
+/// chunked-encoding error. Now the stream ends cleanly at the stop signal.
+#[tokio::test]
+async fn regression_a_log_follower_neither_holds_the_stop_nor_breaks() {
+    use std::io::BufRead;
+    let mut server = Server::start();
+    let code = "def handler(event, context):\n    print('hello from the function')\n    return 'ok'\n";
+    server.deploy("f", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let mut follower = std::process::Command::new(common::bin())
+        .args(["logs", "f", "-f"])
+        .env("SLESS_URL", &server.url)
+        .env("SLESS_TOKEN", common::TOKEN)
+        .env("SLESS_CONFIG_DIR", server.data.join("cli-config"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sless logs -f");
+    let mut lines = std::io::BufReader::new(follower.stdout.take().expect("stdout")).lines();
+    // The follower is connected once it prints a line of a call made after it started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    'seen: loop {
+        assert!(std::time::Instant::now() < deadline, "the follower printed nothing");
+        assert_eq!(server.invoke("f", "GET", "/", None).await.0, 200);
+        for line in lines.by_ref() {
+            if line.expect("line").contains("hello from the function") {
+                break 'seen;
+            }
+        }
+    }
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    let log = server.log();
+    assert!(!log.contains("still in flight") && !log.contains("still unwritten"), "{log}");
+    let out = follower.wait_with_output().expect("follower");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the follower failed: {stderr}");
+    assert!(stderr.contains("the server closed the log stream"), "{stderr}");
+}
