@@ -205,13 +205,61 @@ pub(crate) async fn logs(
         Some("true") | Some("1") => true,
         Some(_) => return Err(AppError::field("follow", "must be true or false")),
     };
-    let follower = state.logs.follow(ns, name, tail);
+    let mut follower = state.logs.follow(ns, name, tail);
+    if follower.recent.len() < tail {
+        let missing = tail - follower.recent.len();
+        let older = earlier_lines(&state, ns, name, &follower.recent, missing).await;
+        follower.recent.splice(0..0, older);
+    }
     if !follow {
         return Ok(Json(json!({ "items": follower.recent })).into_response());
     }
     Ok(Sse::new(sse_stream(follower))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keepalive"))
         .into_response())
+}
+
+/// Up to `n` lines printed before `recent` (the lines this server holds in memory), read
+/// from the function's invocation records: what a restart, another server or the memory's
+/// limit left out. Calls already in `recent` are skipped. A failing store gives none (the
+/// lines in memory are still worth showing).
+async fn earlier_lines(
+    state: &AppState,
+    ns: &str,
+    name: &str,
+    recent: &[sless_control::LogLine],
+    n: usize,
+) -> Vec<sless_control::LogLine> {
+    let shown: std::collections::HashSet<&str> = recent.iter().filter_map(|l| l.request_id.as_deref()).collect();
+    let query = InvocationQuery {
+        function: Some(name.to_string()),
+        until: recent.first().map(|l| l.time),
+        limit: n.clamp(1, 100) as u32,
+        ..InvocationQuery::default()
+    };
+    let records = match state.invocations.list(ns, &query).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "older log lines unavailable");
+            return Vec::new();
+        }
+    };
+    // Newest call first: take lines from the end until `n`, then put them in order.
+    let mut lines = Vec::new();
+    for r in records.iter().filter(|r| !shown.contains(r.id.as_str())) {
+        for line in r.logs.iter().rev() {
+            if lines.len() == n {
+                break;
+            }
+            lines.push(sless_control::LogLine {
+                time: r.started_at,
+                request_id: Some(r.id.clone()),
+                line: line.clone(),
+            });
+        }
+    }
+    lines.reverse();
+    lines
 }
 
 /// The recent lines, then each new one, until the server stops (the stream then ends

@@ -220,3 +220,37 @@ async fn with_no_record_calls_are_counted_but_not_recorded() {
     });
     assert!(counted.is_some_and(|l| l.ends_with(" 3")), "{metrics}");
 }
+
+/// `sless logs` forgot everything at a restart although the invocation records keep the
+/// lines: `…/logs` now fills up from the records what the server's memory lacks, without
+/// showing a call twice.
+#[tokio::test]
+async fn regression_logs_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start_in(dir.path(), &[]);
+    let code = "def handler(event, context):\n    print('line of', event['path'])\n    return 'ok'\n";
+    server.deploy("f", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (s, h, _) = server.invoke("f", "GET", "/before", None).await;
+    assert_eq!(s, 200);
+    let before_id = h["x-request-id"].to_str().expect("id").to_string();
+    server.stop();
+
+    let server = Server::start_in(dir.path(), &[]);
+    let lines = server.client.logs("f", 10).await.expect("logs");
+    let texts: Vec<(&str, Option<&str>)> = lines.iter().map(|l| (l.line.as_str(), l.request_id.as_deref())).collect();
+    assert_eq!(texts, vec![("line of /before", Some(before_id.as_str()))], "{lines:?}");
+
+    let (s, h, _) = server.invoke("f", "GET", "/after", None).await;
+    assert_eq!(s, 200);
+    let after_id = h["x-request-id"].to_str().expect("id").to_string();
+    // Wait until the new call's record is written too: it must still be shown once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.client.get_invocation(&after_id).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "record never written");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let lines = server.client.logs("f", 10).await.expect("logs");
+    let texts: Vec<&str> = lines.iter().map(|l| l.line.as_str()).collect();
+    assert_eq!(texts, vec!["line of /before", "line of /after"], "{lines:?}");
+    assert_eq!(server.client.logs("f", 1).await.expect("logs").len(), 1, "tail still holds");
+}
