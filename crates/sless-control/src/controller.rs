@@ -135,7 +135,7 @@ impl Controller {
         t: &TriggerRecord,
         function: Option<&FunctionRecord>,
     ) -> sless_core::Result<Option<DateTime<Utc>>> {
-        let now = Utc::now();
+        let now = sless_core::time::now();
         let (mut phase, mut message) = trigger_phase(&t.spec, function);
         let mut status = t.status.clone();
         let mut wake = None;
@@ -240,7 +240,7 @@ impl Controller {
     }
 
     async fn reconcile_job(&mut self, j: &JobRecord, function: Option<&FunctionRecord>) -> sless_core::Result<()> {
-        let now = Utc::now();
+        let now = sless_core::time::now();
         match job_action(&j.spec, &j.status, function) {
             JobAction::Keep => Ok(()),
             JobAction::Set(phase, message) => {
@@ -294,7 +294,7 @@ impl Controller {
         self.runs.spawn(
             async move {
                 let from = CallSource { source: Source::Job, name: Some(j.name.clone()) };
-                let started_at = Utc::now();
+                let started_at = sless_core::time::now();
                 let id = uuid::Uuid::now_v7().to_string();
                 let result = match dispatcher.target(&j.namespace, &j.spec.function).await {
                     Ok(target) => {
@@ -349,7 +349,7 @@ impl Controller {
                     true,
                     if ok { "Succeeded" } else { "Failed" },
                     &status.message.clone(),
-                    Utc::now(),
+                    sless_core::time::now(),
                 );
                 status.last_run = Some(run);
                 Some(JobDone { namespace: j.namespace, name: j.name, run_id: j.spec.run_id, status })

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::Utc;
 use serde_json::value::RawValue;
 use sless_core::event::{Answer, answer, platform_log_line};
 use sless_core::invocation::{ColdStart, InvocationRecord, Outcome, Source};
@@ -108,7 +107,7 @@ impl Dispatcher {
         from: &CallSource,
         request_bytes: u64,
     ) -> Result<Answer> {
-        let started_at = Utc::now();
+        let started_at = sless_core::time::now();
         let started = Instant::now();
         let mut outcome = self.executor.invoke(target, Invocation { request_id: request_id.clone(), event }).await?;
         let elapsed = started.elapsed();
@@ -166,7 +165,7 @@ impl Dispatcher {
             version: None,
             source: from.source,
             source_name: from.name.clone(),
-            started_at: Utc::now(),
+            started_at: sless_core::time::now(),
             duration_ms: 0,
             status: rejection.status,
             outcome: Outcome::Rejected,

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use chrono::Utc;
 use sless_core::archive::{blob_key, build_log_key};
 use sless_core::decide;
 use sless_core::status::VersionPhase;
@@ -117,7 +116,7 @@ impl Inner {
         let _serialised = guard.lock().await;
         let f = self.registry.get_function(ns, name).await?;
         let v = self.registry.get_version(ns, name, version).await?;
-        let status = decide::status_building(&f.status, f.active_version, version, Utc::now());
+        let status = decide::status_building(&f.status, f.active_version, version, sless_core::time::now());
         self.registry.update_status(ns, name, &status, f.active_version).await?;
         let started = std::time::Instant::now();
         let out = match self.blobs.get(&blob_key(&v.sha256)).await {
@@ -145,8 +144,14 @@ impl Inner {
         // finished also sees the function's status that follows from it.
         match self.registry.get_function(ns, name).await {
             Ok(f) => {
-                let (status, active) =
-                    decide::status_after_build(&f.status, f.active_version, version, out.ok, &out.message, Utc::now());
+                let (status, active) = decide::status_after_build(
+                    &f.status,
+                    f.active_version,
+                    version,
+                    out.ok,
+                    &out.message,
+                    sless_core::time::now(),
+                );
                 self.registry.update_status(ns, name, &status, active).await?;
             }
             Err(sless_core::Error::NotFound { .. }) => return Ok(()),

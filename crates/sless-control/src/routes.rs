@@ -148,7 +148,7 @@ mod tests {
 
     async fn ready(reg: &SqlRegistry, name: &str, sha: &str) -> u32 {
         let (v, _) = reg.add_version("default", name, sha, 1, Runtime::Python311).await.expect("version");
-        let mut status = FunctionStatus::pending(chrono::Utc::now());
+        let mut status = FunctionStatus::pending(sless_core::time::now());
         status.phase = FunctionPhase::Ready;
         reg.update_status("default", name, &status, Some(v.version)).await.expect("status");
         v.version
@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(cache.http_trigger("default", "f").await.expect("lookup"), None);
         let (_, spec) =
             TriggerSpec::from_json(&serde_json::json!({"function": "f", "type": "http"}), |_, _| Ok(())).expect("spec");
-        let now = chrono::Utc::now();
+        let now = sless_core::time::now();
         let trigger = TriggerRecord {
             namespace: "default".into(),
             name: "f-http".into(),

@@ -20,6 +20,7 @@ pub mod schedule;
 pub mod spec;
 pub mod status;
 pub mod tenant;
+pub mod time;
 pub mod traits;
 pub mod trigger;
 

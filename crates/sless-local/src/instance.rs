@@ -575,7 +575,7 @@ impl Shared {
             tracing::debug!(target: "function", "warm-pool process: {line}");
             return;
         }
-        let entry = LogLine { time: chrono::Utc::now(), request_id: None, line: line.to_string() };
+        let entry = LogLine { time: sless_core::time::now(), request_id: None, line: line.to_string() };
         self.hub.publish(&who.namespace, &who.function, entry);
     }
 }
@@ -742,7 +742,7 @@ impl LogCollector {
         }
         if let Some(p) = &self.publish {
             let entry =
-                LogLine { time: chrono::Utc::now(), request_id: Some(p.request_id.clone()), line: line.clone() };
+                LogLine { time: sless_core::time::now(), request_id: Some(p.request_id.clone()), line: line.clone() };
             p.hub.publish(&p.namespace, &p.function, entry);
         }
         if self.lines.len() >= MAX_LOG_LINES || self.bytes + line.len() > MAX_LOG_BYTES {

@@ -7,7 +7,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sless_core::archive::{blob_key, build_log_key, check};
@@ -118,7 +117,7 @@ pub(crate) async fn create(
     let (name, spec) = FunctionSpec::from_json(&body)?;
     let name = name.ok_or_else(|| AppError::field("name", "is required"))?;
     let _admitted = crate::tenants::admit_spec(&state, &ns, &name, &spec).await?;
-    let new = New { namespace: ns, name, spec, status: FunctionStatus::pending(Utc::now()) };
+    let new = New { namespace: ns, name, spec, status: FunctionStatus::pending(sless_core::time::now()) };
     let record = state.registry.create_function(&new).await?;
     Ok(function_response(&state, StatusCode::CREATED, &record))
 }

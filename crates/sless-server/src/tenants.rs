@@ -440,7 +440,7 @@ pub(crate) async fn create_token(
             ));
         }
     };
-    let now = Utc::now().trunc_subsecs(3);
+    let now = sless_core::time::now();
     let expires_at = match obj.get("expires_at") {
         None | Some(Value::Null) => None,
         Some(Value::String(t)) => {

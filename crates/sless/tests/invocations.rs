@@ -254,3 +254,60 @@ async fn regression_logs_survive_a_restart() {
     assert_eq!(texts, vec!["line of /before", "line of /after"], "{lines:?}");
     assert_eq!(server.client.logs("f", 1).await.expect("logs").len(), 1, "tail still holds");
 }
+
+/// Every time in an answer (RFC 3339) has the stores' precision, milliseconds: they used to
+/// mix nanoseconds (conditions, job runs, log lines) and milliseconds (records).
+#[tokio::test]
+async fn regression_every_time_has_millisecond_precision() {
+    let server = Server::start();
+    let code = "def handler(event, context):\n    print('a line')\n    return 'ok'\n";
+    server.deploy("f", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (s, h, _) = server.invoke("f", "GET", "/", None).await;
+    assert_eq!(s, 200);
+    let id = h["x-request-id"].to_str().expect("id").to_string();
+    let ns = format!("{}/v1/namespaces/default", server.url);
+    let cron = json!({"name": "c", "function": "f", "type": "cron", "schedule": "@every 1h"});
+    assert_eq!(server.send(server.http.post(format!("{ns}/triggers")).json(&cron)).await.0, 201);
+    let job = json!({"name": "j", "function": "f", "run_id": 1});
+    assert_eq!(server.send(server.http.post(format!("{ns}/jobs")).json(&job)).await.0, 201);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut bodies = Vec::new();
+    loop {
+        bodies.clear();
+        for url in [
+            server.api("/f"),
+            server.api("/f/versions"),
+            server.api("/f/invocations"),
+            server.api("/f/logs"),
+            format!("{ns}/invocations/{id}"),
+            format!("{ns}/triggers/c"),
+            format!("{ns}/jobs/j"),
+            format!("{}/v1/namespaces", server.url),
+        ] {
+            let (s, _, b) = server.send(server.http.get(url.clone())).await;
+            bodies.push((url, s, b));
+        }
+        let ran = bodies.iter().any(|(u, _, b)| u.ends_with("/jobs/j") && b["status"]["last_run"].is_object());
+        if bodies.iter().all(|(_, s, _)| *s == 200) && ran {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not all there yet: {bodies:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fn times(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if chrono::DateTime::parse_from_rfc3339(s).is_ok() => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|x| times(x, out)),
+            Value::Object(o) => o.values().for_each(|x| times(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    for (_, _, b) in &bodies {
+        times(b, &mut all);
+    }
+    assert!(all.len() >= 15, "only {} times found: {all:?}", all.len());
+    let fine: Vec<&String> =
+        all.iter().filter(|t| t.split('.').nth(1).is_some_and(|f| f.trim_end_matches('Z').len() > 3)).collect();
+    assert!(fine.is_empty(), "times finer than milliseconds: {fine:?}");
+}
