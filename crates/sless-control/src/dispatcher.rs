@@ -59,6 +59,8 @@ pub struct Dispatcher {
     recorder: Recorder,
     metrics: Arc<Metrics>,
     max_response_bytes: usize,
+    /// Where the platform's own lines about a call (timeouts, crashes) are published too.
+    logs: Option<Arc<crate::LogHub>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -76,7 +78,15 @@ impl Dispatcher {
         metrics: Arc<Metrics>,
         max_response_bytes: usize,
     ) -> Self {
-        Dispatcher { routes: RouteCache::new(registry), executor, recorder, metrics, max_response_bytes }
+        Dispatcher { routes: RouteCache::new(registry), executor, recorder, metrics, max_response_bytes, logs: None }
+    }
+
+    /// Also publishes the platform's lines about a call (`<id> Task timed out after N.00
+    /// seconds`, a crash, running out of memory) to `logs`, beside the function's own output,
+    /// as Lambda puts them into the function's log stream.
+    pub fn with_logs(mut self, logs: Arc<crate::LogHub>) -> Self {
+        self.logs = Some(logs);
+        self
     }
 
     /// The metrics the dispatcher counts into.
@@ -112,6 +122,14 @@ impl Dispatcher {
         let mut outcome = self.executor.invoke(target, Invocation { request_id: request_id.clone(), event }).await?;
         let elapsed = started.elapsed();
         if let Some(line) = platform_log_line(&outcome.result, target.spec.timeout_sec, &request_id) {
+            if let Some(logs) = &self.logs {
+                let entry = crate::LogLine {
+                    time: sless_core::time::now(),
+                    request_id: Some(request_id.clone()),
+                    line: line.clone(),
+                };
+                logs.publish(&target.namespace, &target.name, entry);
+            }
             outcome.logs.push(line);
         }
         let answer = answer(&outcome.result, target.spec.timeout_sec, self.max_response_bytes);

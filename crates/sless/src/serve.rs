@@ -333,13 +333,16 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
         RecorderConfig { retention, keep: !args.no_record, ..RecorderConfig::default() },
     );
     // Calls keep reaching the versions already known while the database is unreachable.
-    let dispatcher = Arc::new(Dispatcher::new(
-        Arc::new(LastKnown::new(registry.clone())),
-        executor_dyn.clone(),
-        recorder,
-        metrics.clone(),
-        args.max_body_mb * 1024 * 1024,
-    ));
+    let dispatcher = Arc::new(
+        Dispatcher::new(
+            Arc::new(LastKnown::new(registry.clone())),
+            executor_dyn.clone(),
+            recorder,
+            metrics.clone(),
+            args.max_body_mb * 1024 * 1024,
+        )
+        .with_logs(logs.clone()),
+    );
     let addr = listener.local_addr()?;
     let base_url = format!("http://{addr}");
     let token = admin_token(&data_dir)?;

@@ -140,6 +140,10 @@ def handler(event, context):
     };
     let logs = record["logs"].to_string();
     assert!(logs.contains(&format!("{id} Task timed out after 1.00 seconds")), "{record}");
+    // Regression: `sless logs` showed the function's lines but not the platform's.
+    let lines = server.client.logs("slow", 100).await.expect("logs");
+    let line = format!("{id} Task timed out after 1.00 seconds");
+    assert!(lines.iter().any(|l| l.line == line && l.request_id.as_deref() == Some(id.as_str())), "{lines:?}");
     let (s, _, b) = server.invoke("slow", "GET", "/", None).await;
     assert_eq!((s, b), (200, json!("quick")));
 }
