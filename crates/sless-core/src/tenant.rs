@@ -240,17 +240,30 @@ pub struct QuotaExceeded {
     pub detail: String,
 }
 
-/// Whether `candidate` may join (or, replacing one of them, stay among) `others` — the
-/// namespace's other functions — under `quotas`. Pure; both backends call it before a
-/// function's spec is stored. Errors: [`QuotaExceeded`] naming the first quota exceeded.
+/// What a spec reserves of the instance and memory quotas: `max_instances` (1 when unset,
+/// for functions stored before a quota was set) and `memory_mb × max_instances` (MiB).
+fn reservation(spec: &FunctionSpec) -> (u64, u64) {
+    let n = u64::from(spec.max_instances.unwrap_or(1));
+    (n, n * u64::from(spec.memory_mb))
+}
+
+/// Whether `candidate` may be stored among `others` — the namespace's other functions —
+/// under `quotas`: as a new function (`previous` is `None`) or replacing the spec
+/// `previous`. A replacement never counts against `max_functions`, and one that reserves no
+/// more instances or memory than before is always admitted, so that lowering a quota below
+/// what is used never locks a tenant out of editing (or disabling) its functions, as
+/// Kubernetes' ResourceQuota checks only what an update adds. Pure; both backends call it
+/// before a function's spec is stored. Errors: [`QuotaExceeded`] naming the first quota
+/// exceeded.
 pub fn admit(
     namespace: &str,
     quotas: &Quotas,
     others: &[&FunctionSpec],
     candidate: &FunctionSpec,
+    previous: Option<&FunctionSpec>,
 ) -> Result<(), QuotaExceeded> {
     let exceeded = |quota: &'static str, detail: String| QuotaExceeded { quota, namespace: namespace.into(), detail };
-    if let Some(max) = quotas.max_functions {
+    if let (Some(max), None) = (quotas.max_functions, previous) {
         let used = others.len() as u64;
         if used + 1 > u64::from(max) {
             return Err(exceeded("max_functions", format!("limit {max}, {used} functions exist")));
@@ -259,38 +272,60 @@ pub fn admit(
     if quotas.max_instances.is_none() && quotas.max_memory_mb.is_none() {
         return Ok(());
     }
-    let Some(instances) = candidate.max_instances else {
+    let (asked_instances, asked_mb) = reservation(candidate);
+    if let Some(previous) = previous {
+        let (had_instances, had_mb) = reservation(previous);
+        let unset_before = previous.max_instances.is_none();
+        if asked_instances <= had_instances && asked_mb <= had_mb && (candidate.max_instances.is_some() || unset_before)
+        {
+            return Ok(());
+        }
+    }
+    if candidate.max_instances.is_none() {
         let quota = if quotas.max_instances.is_some() { "max_instances" } else { "max_memory_mb" };
         return Err(exceeded(quota, "the function must set max_instances in a namespace with this quota".into()));
-    };
-    let (mut used_instances, mut used_mb) = (0u64, 0u64);
-    for spec in others {
-        // Functions stored before the quota was set may lack max_instances: they count as 1.
-        let n = u64::from(spec.max_instances.unwrap_or(1));
-        used_instances += n;
-        used_mb += n * u64::from(spec.memory_mb);
     }
-    if let Some(max) = quotas.max_instances {
-        let asked = u64::from(instances);
-        if used_instances + asked > u64::from(max) {
-            return Err(exceeded(
-                "max_instances",
-                format!("limit {max}, {used_instances} used by other functions, {asked} asked"),
-            ));
-        }
+    let (used_instances, used_mb) = others.iter().map(|s| reservation(s)).fold((0, 0), |(i, m), (a, b)| (i + a, m + b));
+    if let Some(max) = quotas.max_instances
+        && used_instances + asked_instances > u64::from(max)
+    {
+        return Err(exceeded(
+            "max_instances",
+            format!("limit {max}, {used_instances} used by other functions, {asked_instances} asked"),
+        ));
     }
-    if let Some(max) = quotas.max_memory_mb {
-        let asked = u64::from(instances) * u64::from(candidate.memory_mb);
-        if used_mb + asked > max {
-            return Err(exceeded(
-                "max_memory_mb",
-                format!(
-                    "limit {max} MiB, {used_mb} MiB used by other functions, {asked} MiB asked (memory_mb × max_instances)"
-                ),
-            ));
-        }
+    if let Some(max) = quotas.max_memory_mb
+        && used_mb + asked_mb > max
+    {
+        return Err(exceeded(
+            "max_memory_mb",
+            format!(
+                "limit {max} MiB, {used_mb} MiB used by other functions, {asked_mb} MiB asked (memory_mb × max_instances)"
+            ),
+        ));
     }
     Ok(())
+}
+
+/// Where a namespace is in its life (Kubernetes' namespace phases).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum NamespacePhase {
+    /// In use.
+    #[default]
+    Active,
+    /// Being deleted: what it holds is being removed, and nothing may be written into it.
+    Terminating,
+}
+
+impl NamespacePhase {
+    /// The phase as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NamespacePhase::Active => "Active",
+            NamespacePhase::Terminating => "Terminating",
+        }
+    }
 }
 
 /// A namespace: a tenant's space and the home of its quotas.
@@ -301,6 +336,9 @@ pub struct NamespaceRecord {
     pub name: String,
     /// Its quotas.
     pub quotas: Quotas,
+    /// `Active`, or `Terminating` while a delete runs.
+    #[serde(default)]
+    pub phase: NamespacePhase,
     /// Changes whenever the quotas change; compared with `If-Match`.
     pub resource_version: ResourceVersion,
     /// Creation time (RFC 3339 UTC).
@@ -453,21 +491,39 @@ mod tests {
     fn admission_holds_each_quota_exactly() {
         let q = Quotas { max_functions: Some(2), ..Quotas::default() };
         let (a, b) = (spec(128, None), spec(128, None));
-        assert!(admit("t", &q, &[], &a).is_ok());
-        assert!(admit("t", &q, &[&a], &b).is_ok());
-        let err = admit("t", &q, &[&a, &b], &spec(128, None)).unwrap_err();
+        assert!(admit("t", &q, &[], &a, None).is_ok());
+        assert!(admit("t", &q, &[&a], &b, None).is_ok());
+        let err = admit("t", &q, &[&a, &b], &spec(128, None), None).unwrap_err();
         assert_eq!(err.quota, "max_functions");
         assert_eq!(err.to_string(), "quota max_functions of namespace \"t\" exceeded: limit 2, 2 functions exist");
 
         let q = Quotas { max_instances: Some(5), max_memory_mb: Some(1024), ..Quotas::default() };
         let two = spec(256, Some(2));
-        assert!(admit("t", &q, &[&two], &spec(128, Some(3))).is_ok(), "5 instances, 896 MiB");
-        assert_eq!(admit("t", &q, &[&two], &spec(128, Some(4))).unwrap_err().quota, "max_instances");
-        assert!(admit("t", &q, &[&two], &spec(512, Some(1))).is_ok(), "exactly 1024 MiB");
-        assert_eq!(admit("t", &q, &[&two], &spec(640, Some(1))).unwrap_err().quota, "max_memory_mb");
-        let unset = admit("t", &q, &[], &spec(128, None)).unwrap_err();
+        assert!(admit("t", &q, &[&two], &spec(128, Some(3)), None).is_ok(), "5 instances, 896 MiB");
+        assert_eq!(admit("t", &q, &[&two], &spec(128, Some(4)), None).unwrap_err().quota, "max_instances");
+        assert!(admit("t", &q, &[&two], &spec(512, Some(1)), None).is_ok(), "exactly 1024 MiB");
+        assert_eq!(admit("t", &q, &[&two], &spec(640, Some(1)), None).unwrap_err().quota, "max_memory_mb");
+        let unset = admit("t", &q, &[], &spec(128, None), None).unwrap_err();
         assert_eq!(unset.quota, "max_instances");
         assert!(unset.detail.contains("must set max_instances"));
+    }
+
+    #[test]
+    fn a_quota_lowered_below_use_still_lets_functions_be_edited_but_not_grown() {
+        // Two functions exist; the quotas were lowered to one function and 2 instances.
+        let q = Quotas { max_functions: Some(1), max_instances: Some(2), ..Quotas::default() };
+        let (a, b) = (spec(128, Some(2)), spec(128, Some(2)));
+        let mut disabled = a.clone();
+        disabled.enabled = false;
+        assert!(admit("t", &q, &[&b], &disabled, Some(&a)).is_ok(), "an edit that adds nothing");
+        assert!(admit("t", &q, &[&b], &spec(128, Some(1)), Some(&a)).is_ok(), "shrinking");
+        assert_eq!(admit("t", &q, &[&b], &spec(128, Some(3)), Some(&a)).unwrap_err().quota, "max_instances");
+        let new = admit("t", &q, &[&a, &b], &spec(128, Some(1)), None).unwrap_err();
+        assert_eq!((new.quota, new.detail.as_str()), ("max_functions", "limit 1, 2 functions exist"));
+        // An old function without max_instances may be edited, not grown past its 1 instance.
+        let old = spec(128, None);
+        let q = Quotas { max_instances: Some(1), ..Quotas::default() };
+        assert!(admit("t", &q, &[&b], &old.clone(), Some(&old)).is_ok());
     }
 
     #[test]

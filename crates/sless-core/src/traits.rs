@@ -378,7 +378,9 @@ pub trait Registry: Send + Sync {
 #[async_trait::async_trait]
 pub trait Tenants: Send + Sync {
     /// Creates the namespace with no quotas unless it exists (an admin's first write into a
-    /// namespace creates it).
+    /// namespace creates it). A namespace made anew (here or by `create_namespace`) is first
+    /// taken out of every token: a token made for an earlier namespace of that name (say,
+    /// while it was being deleted) never reaches the new one.
     async fn ensure_namespace(&self, name: &str) -> Result<()>;
     /// Creates a namespace. Errors: `AlreadyExists`.
     async fn create_namespace(&self, name: &str, quotas: &Quotas) -> Result<NamespaceRecord>;
@@ -394,6 +396,8 @@ pub trait Tenants: Send + Sync {
         quotas: &Quotas,
         expected: Option<&ResourceVersion>,
     ) -> Result<NamespaceRecord>;
+    /// Marks a namespace `Terminating` (a delete has begun). Errors: `NotFound`.
+    async fn terminate_namespace(&self, name: &str) -> Result<()>;
     /// Deletes a namespace (what it holds is the caller's to delete first), takes it out of
     /// every token's namespaces and deletes the tokens left with none. Errors: `NotFound`.
     async fn delete_namespace(&self, name: &str) -> Result<()>;
@@ -419,6 +423,9 @@ pub trait InvocationLog: Send + Sync {
     /// Deletes records older than `retention.max_age_sec` before `now` and, per function,
     /// all but the newest `retention.max_per_function`. Returns how many were deleted.
     async fn prune(&self, retention: &Retention, now: DateTime<Utc>) -> Result<u64>;
+    /// Deletes every record of a namespace (it is being deleted: a namespace made again under
+    /// its name must not show them); returns how many.
+    async fn delete_namespace_records(&self, namespace: &str) -> Result<u64>;
 }
 
 /// A stored blob, as [`BlobStore::list`] shows it.

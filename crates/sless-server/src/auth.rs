@@ -16,7 +16,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use sless_core::tenant::{Action, Principal, authorize, split_token};
+use sless_core::tenant::{Action, Denied, NamespacePhase, Principal, authorize, split_token};
 
 use crate::{AppError, AppState};
 
@@ -130,19 +130,32 @@ impl RateLimits {
 
 /// The bearer token of a request. Errors: 401 saying what is wrong with the header.
 fn bearer(headers: &HeaderMap) -> Result<&str, AppError> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
+    let mut all = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = all.next() else {
         return Err(AppError::Unauthorized("missing bearer token: send Authorization: Bearer <token>"));
     };
+    if all.next().is_some() {
+        return Err(AppError::Unauthorized("more than one Authorization header: send one"));
+    }
     let Ok(value) = value.to_str() else {
         return Err(AppError::Unauthorized("invalid bearer token"));
     };
-    match value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).map(str::trim) {
+    // The scheme is case-insensitive (RFC 9110 §11.1).
+    let token = match value.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => Some(rest.trim()),
+        _ if value.eq_ignore_ascii_case("bearer") => Some(""),
+        _ => None,
+    };
+    match token {
         Some(t) if !t.is_empty() => Ok(t),
         Some(_) => Err(AppError::Unauthorized("missing bearer token: send Authorization: Bearer <token>")),
         // e.g. `Basic …`: not a wrong token, a scheme this API does not take.
         None => Err(AppError::Unauthorized("unsupported authorization scheme: send Authorization: Bearer <token>")),
     }
 }
+
+/// A hash no secret has, checked for an unknown token id.
+const UNKNOWN_TOKEN_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Who sent `headers`. Errors: 401 for no token, a malformed one, a wrong secret, an
 /// expired or a revoked token — all alike but for a missing or malformed header, so an
@@ -156,7 +169,11 @@ pub(crate) async fn principal(state: &AppState, headers: &HeaderMap) -> Result<P
     let Some((id, secret)) = split_token(token) else { return Err(invalid) };
     let stored = match state.tenants.get_token(&id).await {
         Ok(t) => t,
-        Err(sless_core::Error::NotFound { .. }) => return Err(invalid),
+        Err(sless_core::Error::NotFound { .. }) => {
+            // The same work as for a known id, so that timing does not tell ids apart.
+            let _ = state.token_key.verify(secret, UNKNOWN_TOKEN_HASH);
+            return Err(invalid);
+        }
         Err(e) => return Err(e.into()),
     };
     if !state.token_key.verify(secret, &stored.secret_hash) {
@@ -166,6 +183,16 @@ pub(crate) async fn principal(state: &AppState, headers: &HeaderMap) -> Result<P
         return Err(AppError::Unauthorized("the token has expired"));
     }
     Ok(Principal::Token(stored.record.grant()))
+}
+
+/// Whether `headers` carry one of the platform's credentials (the admin token, or a token of
+/// the shape `POST /v1/tokens` makes): such a header is never passed on to a function.
+pub(crate) fn is_platform_credential(state: &AppState, headers: &HeaderMap) -> bool {
+    headers.get_all(header::AUTHORIZATION).iter().any(|v| {
+        let text = v.to_str().unwrap_or_default();
+        let token = text.split_once(' ').map_or(text, |(_, t)| t).trim();
+        state.admin_token.matches(token) || split_token(token).is_some()
+    })
 }
 
 /// What a `/v1` route does, from its method and route template.
@@ -198,8 +225,8 @@ pub(crate) async fn require_access(
     let action = action(request.method(), route.as_str());
     let namespace = params.iter().find(|(k, _)| *k == "ns").map(|(_, v)| v.to_string());
     authorize(&principal, namespace.as_deref(), action).map_err(AppError::Forbidden)?;
-    if let (Principal::Token(grant), Some(ns)) = (&principal, namespace.as_deref()) {
-        rate_limit(&state, &grant.token_id, ns).await?;
+    if let Some(ns) = namespace.as_deref() {
+        admit_into(&state, &principal, ns, action).await?;
     }
     let admin_write = principal == Principal::PlatformAdmin && action == Action::Write;
     request.extensions_mut().insert(principal);
@@ -214,16 +241,59 @@ pub(crate) async fn require_access(
     Ok(response)
 }
 
-/// Applies the `requests_per_minute` quota of `namespace` to `token`.
-async fn rate_limit(state: &AppState, token: &str, namespace: &str) -> Result<(), AppError> {
-    let quotas = match state.tenants.get_namespace(namespace).await {
-        Ok(ns) => ns.quotas,
-        Err(sless_core::Error::NotFound { .. }) => return Ok(()),
+/// What the namespace itself says about a request already authorised: a token's namespace
+/// must still exist (a token made while it was being deleted reaches nothing), nothing is
+/// written into a namespace being deleted (409), and a token's request rate is taken. The
+/// platform admin's reads and calls skip the lookup (the call path reads no database).
+async fn admit_into(state: &AppState, principal: &Principal, ns: &str, action: Action) -> Result<(), AppError> {
+    let token = match principal {
+        Principal::Token(grant) => Some(grant),
+        Principal::PlatformAdmin if action == Action::Write => None,
+        Principal::PlatformAdmin => return Ok(()),
+    };
+    let record = match state.tenants.get_namespace(ns).await {
+        Ok(r) => Some(r),
+        Err(sless_core::Error::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
     };
-    match quotas.requests_per_minute {
-        Some(per_minute) => state.guards.rate_limits.take(token, namespace, per_minute),
-        None => Ok(()),
+    match (&record, token) {
+        (None, Some(_)) => return Err(AppError::Forbidden(Denied::OtherNamespace(ns.to_string()))),
+        (Some(r), _) if r.phase == NamespacePhase::Terminating && action == Action::Write => {
+            return Err(sless_core::Error::Conflict(format!("namespace {ns:?} is being deleted")).into());
+        }
+        _ => {}
+    }
+    if let (Some(grant), Some(r)) = (token, &record)
+        && let Some(per_minute) = r.quotas.requests_per_minute
+    {
+        state.guards.rate_limits.take(&grant.token_id, ns, per_minute)?;
+    }
+    Ok(())
+}
+
+/// What a long answer (a followed log stream) needs to check again, now and then, that its
+/// request's token still may read the namespace: revoked, expired or narrowed tokens lose
+/// their streams too.
+pub(crate) struct Recheck {
+    /// The API's state.
+    pub(crate) state: AppState,
+    /// The request's headers (its `Authorization`).
+    pub(crate) headers: HeaderMap,
+    /// The path's namespace.
+    pub(crate) namespace: String,
+}
+
+impl Recheck {
+    /// Whether the request would still be allowed to read.
+    pub(crate) async fn still_allowed(&self) -> bool {
+        let Ok(principal) = principal(&self.state, &self.headers).await else { return false };
+        if authorize(&principal, Some(&self.namespace), Action::Read).is_err() {
+            return false;
+        }
+        match principal {
+            Principal::PlatformAdmin => true,
+            Principal::Token(_) => self.state.tenants.get_namespace(&self.namespace).await.is_ok(),
+        }
     }
 }
 
@@ -232,10 +302,7 @@ async fn rate_limit(state: &AppState, token: &str, namespace: &str) -> Result<()
 pub(crate) async fn check_invoke(state: &AppState, headers: &HeaderMap, namespace: &str) -> Result<(), AppError> {
     let principal = principal(state, headers).await?;
     authorize(&principal, Some(namespace), Action::Invoke).map_err(AppError::Forbidden)?;
-    if let Principal::Token(grant) = &principal {
-        rate_limit(state, &grant.token_id, namespace).await?;
-    }
-    Ok(())
+    admit_into(state, &principal, namespace, Action::Invoke).await
 }
 
 #[cfg(test)]

@@ -153,6 +153,9 @@ pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<IdPath>) ->
     Ok(Json(state.invocations.get(&p.ns, &p.id).await?))
 }
 
+/// How often a log stream checks that its token still may read it.
+const RECHECK_EVERY: Duration = Duration::from_secs(5);
+
 /// `?tail=N&follow=true`.
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -189,6 +192,7 @@ pub(crate) async fn logs(
     State(state): State<AppState>,
     Path(p): Path<NamePath>,
     Query(q): Query<LogParams>,
+    headers: axum::http::HeaderMap,
 ) -> ApiResult<Response> {
     let (ns, name) = p.validated()?;
     state.registry.get_function(ns, name).await?;
@@ -214,7 +218,8 @@ pub(crate) async fn logs(
     if !follow {
         return Ok(Json(json!({ "items": follower.recent })).into_response());
     }
-    Ok(Sse::new(sse_stream(follower))
+    let recheck = crate::auth::Recheck { state: state.clone(), headers, namespace: ns.to_string() };
+    Ok(Sse::new(sse_stream(follower, recheck))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keepalive"))
         .into_response())
 }
@@ -264,16 +269,29 @@ async fn earlier_lines(
 
 /// The recent lines, then each new one, until the server stops (the stream then ends
 /// cleanly: the chunked body's last chunk, not a broken connection).
-fn sse_stream(follower: sless_control::Follow) -> impl Stream<Item = Result<Event, Infallible>> {
+fn sse_stream(
+    follower: sless_control::Follow,
+    recheck: crate::auth::Recheck,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let event = |line: &sless_control::LogLine| Event::default().data(serde_json::to_string(line).unwrap_or_default());
     let head = stream::iter(follower.recent.iter().map(event).collect::<Vec<_>>());
-    let live = stream::unfold((follower.lines, follower.closed), move |(mut rx, mut closed)| async move {
-        if *closed.borrow() {
-            return None;
-        }
-        let received = tokio::select! {
-            r = rx.recv() => r,
-            _ = closed.wait_for(|c| *c) => return None,
+    let mut every = tokio::time::interval(RECHECK_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let start = (follower.lines, follower.closed, every, recheck);
+    let live = stream::unfold(start, move |(mut rx, mut closed, mut every, recheck)| async move {
+        let received = loop {
+            if *closed.borrow() {
+                return None;
+            }
+            let due = tokio::select! {
+                r = rx.recv() => break r,
+                _ = closed.changed() => false,
+                _ = every.tick() => true,
+            };
+            // A token revoked, expired or narrowed meanwhile ends the stream.
+            if due && !recheck.still_allowed().await {
+                return None;
+            }
         };
         let next = match received {
             Ok(line) => event(&line),
@@ -282,7 +300,7 @@ fn sse_stream(follower: sless_control::Follow) -> impl Stream<Item = Result<Even
             }
             Err(broadcast::error::RecvError::Closed) => return None,
         };
-        Some((next, (rx, closed)))
+        Some((next, (rx, closed, every, recheck)))
     });
     head.chain(live).map(Ok)
 }

@@ -103,8 +103,9 @@ pub(crate) async fn public(
         auth::check_invoke(&state, request.headers(), &p.ns).await?;
     }
     // A public route's `Authorization` header is the caller's own (a function may check its
-    // own tokens); the platform's token is never passed on.
-    call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }, ours).await
+    // own tokens); the platform's tokens are never passed on, even sent to a public route.
+    let strip = ours || auth::is_platform_credential(&state, request.headers());
+    call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }, strip).await
 }
 
 async fn call(
@@ -143,7 +144,10 @@ async fn call(
     let headers: Vec<(String, String)> = parts
         .headers
         .iter()
-        .filter(|(name, _)| !(strip_authorization && *name == header::AUTHORIZATION))
+        // Proxy credentials are for the hop, never the function's.
+        .filter(|(name, _)| {
+            !(strip_authorization && *name == header::AUTHORIZATION) && *name != header::PROXY_AUTHORIZATION
+        })
         .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
     let path = format!("/{}", p.path.as_deref().unwrap_or_default());

@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 use sless_core::names::validate_name;
 use sless_core::spec::FunctionSpec;
 use sless_core::tenant::{
-    DEFAULT_NAMESPACE, Denied, Grant, NamespaceRecord, Principal, Quotas, Role, StoredToken, TOKEN_PREFIX, TokenRecord,
-    admit,
+    DEFAULT_NAMESPACE, Denied, Grant, NamespacePhase, NamespaceRecord, Principal, Quotas, Role, StoredToken,
+    TOKEN_PREFIX, TokenRecord, admit,
 };
 use sless_core::traits::{FunctionRecord, Page};
 
@@ -21,6 +21,10 @@ use crate::body::read_json;
 use crate::extract::{Path, Query};
 use crate::resource::{ListQuery, NsPath, if_match, with_etag};
 use crate::{ApiResult, AppError, AppState};
+
+/// How often a namespace delete empties the namespace before it gives up (each pass deletes
+/// what the one before missed: writes admitted just before the namespace became Terminating).
+const MAX_EMPTYING_PASSES: usize = 10;
 
 /// Longest token `description`, in characters.
 const MAX_DESCRIPTION_CHARS: usize = 256;
@@ -86,7 +90,8 @@ pub(crate) async fn admit_spec(
     let guard = state.guards.admission.clone().lock_owned().await;
     let functions = all_functions(state, ns).await?;
     let others: Vec<&FunctionSpec> = functions.iter().filter(|f| f.name != name).map(|f| &f.spec).collect();
-    admit(ns, &quotas, &others, spec).map_err(sless_core::Error::from)?;
+    let previous = functions.iter().find(|f| f.name == name).map(|f| &f.spec);
+    admit(ns, &quotas, &others, spec, previous).map_err(sless_core::Error::from)?;
     Ok(Some(guard))
 }
 
@@ -177,16 +182,28 @@ pub(crate) async fn list_namespaces(
             ListQuery::respond_serialized(listed, |n| n)
         }
         Principal::Token(grant) => {
+            // The same pages as the store's: by name, after the cursor (a name).
+            if let Some(cursor) = &page.continue_token {
+                validate_name("cursor", cursor)
+                    .map_err(|_| AppError::field("cursor", "is not a next_cursor this API gave"))?;
+            }
+            let mut names: Vec<&String> = grant.namespaces.iter().collect();
+            names.sort();
+            let after = page.continue_token.as_deref().unwrap_or("");
             let mut items = Vec::new();
-            for ns in &grant.namespaces {
+            for ns in names.into_iter().filter(|n| n.as_str() > after) {
                 match state.tenants.get_namespace(ns).await {
                     Ok(n) => items.push(n),
                     Err(sless_core::Error::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
+                if items.len() > page.limit as usize {
+                    break;
+                }
             }
-            items.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(Json(json!({"items": items, "next_cursor": null})).into_response())
+            let listed =
+                sless_core::traits::Listed::from_overfetch(items, page.limit, |n: &NamespaceRecord| n.name.clone());
+            ListQuery::respond_serialized(listed, |n| n)
         }
     }
 }
@@ -310,41 +327,58 @@ pub(crate) async fn delete_namespace(
     if ns == DEFAULT_NAMESPACE {
         return Err(sless_core::Error::Conflict("the default namespace always exists".into()).into());
     }
-    state.tenants.get_namespace(&ns).await?;
-    let functions = all_functions(&state, &ns).await?;
-    let triggers = state.registry.list_triggers(&ns, &Page::first(1000)).await?;
-    let jobs = state.registry.list_jobs(&ns, &Page::first(1000)).await?;
-    let held = functions.len() + triggers.items.len() + jobs.items.len();
-    if held > 0 && !force {
-        return Err(sless_core::Error::Conflict(format!(
-            "namespace {ns:?} holds {} functions, {} triggers and {} jobs{}: delete them first, or pass force=true",
-            functions.len(),
-            triggers.items.len(),
-            jobs.items.len(),
-            if triggers.next.is_some() || jobs.next.is_some() { " (at least)" } else { "" },
-        ))
-        .into());
-    }
-    if force {
-        // Jobs and triggers first, so nothing calls a function being deleted; pages again
-        // until none is left.
-        loop {
-            let jobs = state.registry.list_jobs(&ns, &Page::first(1000)).await?;
-            let triggers = state.registry.list_triggers(&ns, &Page::first(1000)).await?;
-            if jobs.items.is_empty() && triggers.items.is_empty() {
-                break;
-            }
-            for j in jobs.items {
-                ignore_gone(state.registry.delete_job(&ns, &j.name).await)?;
-            }
-            for t in triggers.items {
-                ignore_gone(state.registry.delete_trigger(&ns, &t.name).await)?;
-            }
-        }
-        for f in all_functions(&state, &ns).await? {
-            crate::functions::remove(&state, &ns, &f.name).await?;
+    let record = state.tenants.get_namespace(&ns).await?;
+    // A delete that began earlier (and stopped midway) goes on without asking again.
+    if !force && record.phase == NamespacePhase::Active {
+        let functions = all_functions(&state, &ns).await?;
+        let triggers = state.registry.list_triggers(&ns, &Page::first(1000)).await?;
+        let jobs = state.registry.list_jobs(&ns, &Page::first(1000)).await?;
+        if !functions.is_empty() || !triggers.items.is_empty() || !jobs.items.is_empty() {
+            return Err(sless_core::Error::Conflict(format!(
+                "namespace {ns:?} holds {} functions, {} triggers and {} jobs{}: delete them first, or pass force=true",
+                functions.len(),
+                triggers.items.len(),
+                jobs.items.len(),
+                if triggers.next.is_some() || jobs.next.is_some() { " (at least)" } else { "" },
+            ))
+            .into());
         }
     }
+    // From here on nothing is written into it (`auth::require_access` answers 409), so what
+    // it holds can be emptied for good; writes admitted just before are caught by emptying
+    // until a pass finds nothing.
+    state.tenants.terminate_namespace(&ns).await?;
+    let mut passes = 0;
+    loop {
+        let jobs = state.registry.list_jobs(&ns, &Page::first(1000)).await?;
+        let triggers = state.registry.list_triggers(&ns, &Page::first(1000)).await?;
+        let functions = all_functions(&state, &ns).await?;
+        if jobs.items.is_empty() && triggers.items.is_empty() && functions.is_empty() {
+            break;
+        }
+        passes += 1;
+        if passes > MAX_EMPTYING_PASSES {
+            return Err(sless_core::Error::Conflict(format!(
+                "namespace {ns:?} is still being written to; it stays Terminating: delete it again"
+            ))
+            .into());
+        }
+        // Jobs and triggers first, so nothing calls a function being deleted.
+        for j in jobs.items {
+            ignore_gone(state.registry.delete_job(&ns, &j.name).await)?;
+        }
+        for t in triggers.items {
+            ignore_gone(state.registry.delete_trigger(&ns, &t.name).await)?;
+        }
+        for f in functions {
+            match crate::functions::remove(&state, &ns, &f.name).await {
+                Ok(_) | Err(AppError::Core(sless_core::Error::NotFound { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    // Its records go too: a namespace made again under this name must not show them.
+    state.invocations.delete_namespace_records(&ns).await?;
     state.tenants.delete_namespace(&ns).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -468,7 +502,9 @@ pub(crate) async fn create_token(
         (_, at) => at,
     };
     for ns in &namespaces {
-        state.tenants.get_namespace(ns).await?;
+        if state.tenants.get_namespace(ns).await?.phase == NamespacePhase::Terminating {
+            return Err(sless_core::Error::Conflict(format!("namespace {ns:?} is being deleted")).into());
+        }
     }
     let id_hex = hex::encode(rand::random::<[u8; 8]>());
     let secret = hex::encode(rand::random::<[u8; 32]>());

@@ -91,6 +91,14 @@ impl InvocationLog for FakeInvocationLog {
             .ok_or_else(|| Error::NotFound { kind: "invocation", name: id.into() })
     }
 
+    async fn delete_namespace_records(&self, namespace: &str) -> Result<u64> {
+        self.failures.check("delete_namespace_records")?;
+        let mut stored = self.lock();
+        let before = stored.len();
+        stored.retain(|_, r| r.namespace != namespace);
+        Ok((before - stored.len()) as u64)
+    }
+
     async fn prune(&self, retention: &Retention, now: DateTime<Utc>) -> Result<u64> {
         self.failures.check("prune")?;
         let cutoff = cutoff(retention, now);

@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use chrono::{SubsecRound, Utc};
 use sless_core::resource_version::ResourceVersion;
-use sless_core::tenant::{DEFAULT_NAMESPACE, NamespaceRecord, Quotas, StoredToken, TokenRecord};
+use sless_core::tenant::{DEFAULT_NAMESPACE, NamespacePhase, NamespaceRecord, Quotas, StoredToken, TokenRecord};
 use sless_core::traits::{Listed, Page, Tenants};
 use sless_core::{Error, Result};
 
@@ -46,10 +46,19 @@ fn namespace(name: &str, quotas: &Quotas) -> NamespaceRecord {
     NamespaceRecord {
         name: name.into(),
         quotas: *quotas,
+        phase: NamespacePhase::Active,
         resource_version: ResourceVersion::from_count(1),
         created_at: at,
         updated_at: at,
     }
+}
+
+/// Takes `name` out of every token, deleting the tokens left with none.
+fn forget(state: &mut State, name: &str) {
+    state.tokens.retain(|_, t| {
+        t.record.namespaces.retain(|n| n != name);
+        !t.record.namespaces.is_empty()
+    });
 }
 
 fn not_found(kind: &'static str, name: &str) -> Error {
@@ -59,7 +68,11 @@ fn not_found(kind: &'static str, name: &str) -> Error {
 #[async_trait::async_trait]
 impl Tenants for FakeTenants {
     async fn ensure_namespace(&self, name: &str) -> Result<()> {
-        self.lock().namespaces.entry(name.into()).or_insert_with(|| namespace(name, &Quotas::default()));
+        let mut state = self.lock();
+        if !state.namespaces.contains_key(name) {
+            state.namespaces.insert(name.into(), namespace(name, &Quotas::default()));
+            forget(&mut state, name);
+        }
         Ok(())
     }
 
@@ -70,6 +83,7 @@ impl Tenants for FakeTenants {
         }
         let record = namespace(name, quotas);
         state.namespaces.insert(name.into(), record.clone());
+        forget(&mut state, name);
         Ok(record)
     }
 
@@ -109,13 +123,17 @@ impl Tenants for FakeTenants {
         Ok(record.clone())
     }
 
+    async fn terminate_namespace(&self, name: &str) -> Result<()> {
+        let mut state = self.lock();
+        let record = state.namespaces.get_mut(name).ok_or_else(|| not_found("namespace", name))?;
+        record.phase = NamespacePhase::Terminating;
+        Ok(())
+    }
+
     async fn delete_namespace(&self, name: &str) -> Result<()> {
         let mut state = self.lock();
         state.namespaces.remove(name).ok_or_else(|| not_found("namespace", name))?;
-        state.tokens.retain(|_, t| {
-            t.record.namespaces.retain(|n| n != name);
-            !t.record.namespaces.is_empty()
-        });
+        forget(&mut state, name);
         Ok(())
     }
 

@@ -453,3 +453,162 @@ async fn a_tenant_admin_manages_only_its_own_tokens_and_cannot_outlive_itself() 
     boss.revoke_token(&child.record.id).await.expect("revoke its own");
     Client::new(&server.url, &b_token.token, "b").list_all_functions().await.expect("b's token untouched");
 }
+
+/// Found by an attack on the first version: tokens and resources made while a namespace was
+/// being deleted survived it, and a namespace made again under its name inherited them (and
+/// the old tenant's invocation records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_being_deleted_takes_no_writes_and_its_successor_inherits_nothing() {
+    let server = Server::start();
+    server.client.create_namespace("x", &Value::Null).await.expect("x");
+    let boss_secret = token(&server, &["x"], Role::Admin).await;
+    let boss = Client::new(&server.url, &boss_secret, "x");
+    deploy_in(&boss, "old", json!({})).await;
+    boss.create_trigger(&json!({"name": "tick", "function": "old", "type": "cron", "schedule": "@every 1s"}))
+        .await
+        .expect("trigger");
+    let answer = boss.invoke("old", &sless_client::InvokeRequest::get()).await.expect("call");
+    let old_call = answer.header("x-request-id").expect("id").to_string();
+
+    // The old tenant keeps writing while the platform admin deletes the namespace.
+    let writer = {
+        let boss = boss.clone();
+        tokio::spawn(async move {
+            let mut made = Vec::new();
+            for i in 0..400 {
+                let spec = json!({"name": format!("w{i}"), "runtime": "python3.11", "entrypoint": "main.handler"});
+                let _ = boss.create_function(&spec).await;
+                if let Ok(t) = boss.create_token(&["x".to_string()], Role::Developer, "", None).await {
+                    made.push(t.token);
+                }
+            }
+            made
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.client.delete_namespace("x", true).await.expect("force delete");
+    let minted = writer.await.expect("writer");
+    assert!(!minted.is_empty(), "the writer made no token before the delete");
+
+    // Every token of the old namespace reaches nothing, before and after a namespace of the
+    // same name is made again.
+    for round in ["deleted", "made again"] {
+        for secret in minted.iter().chain([&boss_secret]) {
+            let c = Client::new(&server.url, secret, "x");
+            let status = c.list_all_functions().await.expect_err("refused").status();
+            assert!(matches!(status, Some(401 | 403)), "{round}: a token of the old x got {status:?}");
+            let created = c
+                .create_function(&json!({"name": "ghost", "runtime": "python3.11", "entrypoint": "main.handler"}))
+                .await;
+            assert!(created.is_err(), "{round}: a token of the old x created a function");
+        }
+        if round == "deleted" {
+            assert!(server.client.get_namespace("x").await.expect_err("gone").is_not_found());
+            server.client.create_namespace("x", &json!({"max_functions": 1})).await.expect("made again");
+        }
+    }
+    let fresh = server.client.in_namespace("x");
+    assert!(fresh.list_all_functions().await.expect("functions").is_empty());
+    assert!(fresh.list_all_triggers().await.expect("triggers").is_empty());
+    assert!(fresh.list_all_jobs().await.expect("jobs").is_empty());
+    assert!(fresh.get_invocation(&old_call).await.expect_err("old record").is_not_found());
+    assert_eq!(server.client.get_namespace("x").await.expect("x")["usage"]["functions"], 0);
+    assert!(
+        server.client.list_tokens().await.expect("tokens").iter().all(|t| !t.namespaces.contains(&"x".to_string()))
+    );
+}
+
+/// A followed log stream used to outlive its token's revocation.
+#[tokio::test]
+async fn a_log_stream_ends_when_its_token_is_revoked() {
+    let server = Server::start();
+    deploy_in(&server.client, "f", json!({})).await;
+    let viewer = server.client.create_token(&["default".to_string()], Role::Viewer, "", None).await.expect("viewer");
+    let client = Client::new(&server.url, &viewer.token, "default");
+    let mut stream = client.follow_logs("f", 0).await.expect("follow");
+    server.client.revoke_token(&viewer.record.id).await.expect("revoke");
+    // The stream checks its token every 5 s; it must end, not go on.
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match stream.next().await {
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream outlived its revoked token");
+}
+
+#[tokio::test]
+async fn headers_hold_no_surprises() {
+    let server = Server::start();
+    let code = "def handler(event, context):\n    h = event['headers'] or {}\n    return {'auth': h.get('authorization'), 'proxy': h.get('proxy-authorization')}\n";
+    server.deploy("echo", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let trigger = json!({"name": "web", "function": "echo", "type": "http"});
+    server.client.create_trigger(&trigger).await.expect("trigger");
+    let list = format!("{}/v1/namespaces/default/functions", server.url);
+    // Two Authorization headers are refused, whatever they hold; the scheme's case does not matter.
+    let two = server
+        .http
+        .get(&list)
+        .header("authorization", format!("Bearer {}", common::TOKEN))
+        .header("authorization", "Bearer x");
+    assert_eq!(two.send().await.expect("two").status().as_u16(), 401);
+    let upper = server.http.get(&list).header("authorization", format!("BEARER {}", common::TOKEN));
+    assert_eq!(upper.send().await.expect("upper").status().as_u16(), 200);
+
+    // A public route passes the caller's own credentials on, never the platform's.
+    let public = format!("{}/fn/default/echo", server.url);
+    let tenant = token(&server, &["default"], Role::Invoker).await;
+    for (sent, seen) in [
+        (format!("Bearer {}", common::TOKEN), Value::Null),
+        (format!("Bearer {tenant}"), Value::Null),
+        ("Bearer callers-own-jwt".to_string(), json!("Bearer callers-own-jwt")),
+    ] {
+        let answer: Value = server
+            .http
+            .get(&public)
+            .header("authorization", &sent)
+            .header("proxy-authorization", "Basic cHJveHk6cHc=")
+            .send()
+            .await
+            .expect("call")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(answer, json!({"auth": seen, "proxy": null}), "sent {sent}");
+    }
+}
+
+/// Lowering a quota below what is used used to lock the tenant out of editing, even of
+/// disabling a function, with a wrong count in the message.
+#[tokio::test]
+async fn a_quota_lowered_below_use_still_lets_functions_be_edited() {
+    let server = Server::start();
+    server.client.create_namespace("q", &Value::Null).await.expect("q");
+    let c = server.client.in_namespace("q");
+    for name in ["a", "b"] {
+        c.create_function(
+            &json!({"name": name, "runtime": "python3.11", "entrypoint": "main.handler", "max_instances": 2}),
+        )
+        .await
+        .expect("create");
+    }
+    server
+        .client
+        .patch_namespace("q", &json!({"quotas": {"max_functions": 1, "max_instances": 2}}))
+        .await
+        .expect("lower");
+    c.patch_function("a", &json!({"enabled": false}), None).await.expect("an edit that adds nothing");
+    c.patch_function("a", &json!({"max_instances": 1}), None).await.expect("shrinking");
+    let grow = c.patch_function("a", &json!({"max_instances": 3}), None).await.expect_err("growing");
+    assert_eq!(grow.problem().and_then(|p| p.quota.clone()).as_deref(), Some("max_instances"));
+    let new = c
+        .create_function(
+            &json!({"name": "c", "runtime": "python3.11", "entrypoint": "main.handler", "max_instances": 1}),
+        )
+        .await;
+    let problem = new.expect_err("over max_functions").problem().cloned().expect("problem");
+    assert!(problem.detail.contains("limit 1, 2 functions exist"), "{}", problem.detail);
+}

@@ -835,6 +835,17 @@ impl InvocationLog for SqlRegistry {
         row.ok_or_else(|| Error::NotFound { kind: "invocation", name: id.into() })?.into_record()
     }
 
+    async fn delete_namespace_records(&self, namespace: &str) -> Result<u64> {
+        with_pool!(&self.pool, |p| {
+            sqlx::query("DELETE FROM invocations WHERE namespace = $1")
+                .bind(namespace)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .map_err(db_err)
+    }
+
     async fn prune(&self, retention: &Retention, now: DateTime<Utc>) -> Result<u64> {
         // An age too large to subtract keeps everything ("" sorts before every timestamp).
         let cutoff = TimeDelta::try_seconds(int(retention.max_age_sec))

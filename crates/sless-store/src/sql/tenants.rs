@@ -1,7 +1,7 @@
 //! Namespaces and tokens on SQL (migrations `*_tenants.sql`).
 
 use sless_core::resource_version::ResourceVersion;
-use sless_core::tenant::{NamespaceRecord, Quotas, Role, StoredToken, TokenRecord};
+use sless_core::tenant::{NamespacePhase, NamespaceRecord, Quotas, Role, StoredToken, TokenRecord};
 use sless_core::traits::{Listed, Page, Tenants};
 use sless_core::{Error, Result};
 
@@ -13,6 +13,7 @@ use super::{Pool, SqlRegistry, after_token, db_err};
 struct NamespaceRow {
     name: String,
     quotas: String,
+    phase: String,
     resource_version: i64,
     created_at: String,
     updated_at: String,
@@ -20,8 +21,13 @@ struct NamespaceRow {
 
 impl NamespaceRow {
     fn into_record(self) -> Result<NamespaceRecord> {
+        let phase = match self.phase.as_str() {
+            "Terminating" => NamespacePhase::Terminating,
+            _ => NamespacePhase::Active,
+        };
         Ok(NamespaceRecord {
             quotas: serde_json::from_str(&self.quotas).map_err(json_err)?,
+            phase,
             resource_version: ResourceVersion::from_count(u64::try_from(self.resource_version).unwrap_or(0)),
             created_at: parse_time(&self.created_at)?,
             updated_at: parse_time(&self.updated_at)?,
@@ -73,13 +79,33 @@ impl SqlRegistry {
                 .map_err(db_err)?;
         rows.into_iter().map(TokenRow::into_stored).collect()
     }
+
+    /// Takes `name` out of every token's namespaces, deleting the tokens left with none.
+    async fn forget_namespace_in_tokens(&self, name: &str) -> Result<()> {
+        let tokens = self.token_rows().await?;
+        with_pool!(&self.pool, |p| {
+            let mut tx = p.begin().await.map_err(db_err)?;
+            for token in tokens.iter().filter(|t| t.record.namespaces.iter().any(|n| n == name)) {
+                let left: Vec<&String> = token.record.namespaces.iter().filter(|n| *n != name).collect();
+                let q = if left.is_empty() {
+                    sqlx::query("DELETE FROM tokens WHERE id = $1").bind(&token.record.id)
+                } else {
+                    sqlx::query("UPDATE tokens SET namespaces = $2 WHERE id = $1")
+                        .bind(&token.record.id)
+                        .bind(to_json(&left)?)
+                };
+                q.execute(&mut *tx).await.map_err(db_err)?;
+            }
+            tx.commit().await.map_err(db_err)
+        })
+    }
 }
 
 #[async_trait::async_trait]
 impl Tenants for SqlRegistry {
     async fn ensure_namespace(&self, name: &str) -> Result<()> {
         let now = ts(stored_now());
-        with_pool!(&self.pool, |p| {
+        let inserted = with_pool!(&self.pool, |p| {
             sqlx::query(
                 "INSERT INTO namespaces (name, quotas, resource_version, created_at, updated_at) \
                  VALUES ($1, '{}', 1, $2, $2) ON CONFLICT (name) DO NOTHING",
@@ -88,9 +114,13 @@ impl Tenants for SqlRegistry {
             .bind(&now)
             .execute(p)
             .await
-            .map(drop)
+            .map(|r| r.rows_affected())
         })
-        .map_err(db_err)
+        .map_err(db_err)?;
+        if inserted > 0 {
+            self.forget_namespace_in_tokens(name).await?;
+        }
+        Ok(())
     }
 
     async fn create_namespace(&self, name: &str, quotas: &Quotas) -> Result<NamespaceRecord> {
@@ -99,13 +129,17 @@ impl Tenants for SqlRegistry {
             sqlx::query(INSERT_NAMESPACE).bind(name).bind(to_json(quotas)?).bind(ts(at)).execute(p).await.map(drop)
         });
         match res {
-            Ok(()) => Ok(NamespaceRecord {
-                name: name.to_string(),
-                quotas: *quotas,
-                resource_version: ResourceVersion::from_count(1),
-                created_at: at,
-                updated_at: at,
-            }),
+            Ok(()) => {
+                self.forget_namespace_in_tokens(name).await?;
+                Ok(NamespaceRecord {
+                    name: name.to_string(),
+                    quotas: *quotas,
+                    phase: NamespacePhase::Active,
+                    resource_version: ResourceVersion::from_count(1),
+                    created_at: at,
+                    updated_at: at,
+                })
+            }
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
                 Err(Error::AlreadyExists { kind: "namespace", name: name.into() })
             }
@@ -169,32 +203,30 @@ impl Tenants for SqlRegistry {
         Ok(current)
     }
 
-    async fn delete_namespace(&self, name: &str) -> Result<()> {
-        let tokens = self.token_rows().await?;
-        with_pool!(&self.pool, |p| {
-            let mut tx = p.begin().await.map_err(db_err)?;
-            let affected = sqlx::query("DELETE FROM namespaces WHERE name = $1")
+    async fn terminate_namespace(&self, name: &str) -> Result<()> {
+        let affected = with_pool!(&self.pool, |p| {
+            sqlx::query("UPDATE namespaces SET phase = 'Terminating' WHERE name = $1")
                 .bind(name)
-                .execute(&mut *tx)
+                .execute(p)
                 .await
-                .map_err(db_err)?
-                .rows_affected();
-            if affected == 0 {
-                return Err(Error::NotFound { kind: "namespace", name: name.into() });
-            }
-            for token in tokens.iter().filter(|t| t.record.namespaces.iter().any(|n| n == name)) {
-                let left: Vec<&String> = token.record.namespaces.iter().filter(|n| *n != name).collect();
-                let q = if left.is_empty() {
-                    sqlx::query("DELETE FROM tokens WHERE id = $1").bind(&token.record.id)
-                } else {
-                    sqlx::query("UPDATE tokens SET namespaces = $2 WHERE id = $1")
-                        .bind(&token.record.id)
-                        .bind(to_json(&left)?)
-                };
-                q.execute(&mut *tx).await.map_err(db_err)?;
-            }
-            tx.commit().await.map_err(db_err)
+                .map(|r| r.rows_affected())
         })
+        .map_err(db_err)?;
+        if affected == 0 {
+            return Err(Error::NotFound { kind: "namespace", name: name.into() });
+        }
+        Ok(())
+    }
+
+    async fn delete_namespace(&self, name: &str) -> Result<()> {
+        let affected = with_pool!(&self.pool, |p| {
+            sqlx::query("DELETE FROM namespaces WHERE name = $1").bind(name).execute(p).await.map(|r| r.rows_affected())
+        })
+        .map_err(db_err)?;
+        if affected == 0 {
+            return Err(Error::NotFound { kind: "namespace", name: name.into() });
+        }
+        self.forget_namespace_in_tokens(name).await
     }
 
     async fn create_token(&self, token: &StoredToken) -> Result<()> {

@@ -4,7 +4,7 @@
 use serde_json::json;
 use sless_core::invocation::{Outcome, Source};
 use sless_core::job::JobPhase;
-use sless_core::tenant::{Quotas, Role, StoredToken, TokenRecord};
+use sless_core::tenant::{NamespacePhase, Quotas, Role, StoredToken, TokenRecord};
 use sless_core::traits::Tenants;
 use sless_core::trigger::{TriggerPhase, TriggerType};
 
@@ -73,6 +73,7 @@ on_both!(
     invocation_get_round_trips,
     invocations_prune_by_age_and_count,
     namespaces_and_tokens,
+    invocations_of_a_deleted_namespace_go,
 );
 
 fn rv(count: u64) -> ResourceVersion {
@@ -478,6 +479,18 @@ async fn invocations_filters(reg: &SqlRegistry) {
     assert_eq!(got.iter().map(|r| r.started_at).collect::<Vec<_>>(), [at(119), at(117), at(115)]);
 }
 
+async fn invocations_of_a_deleted_namespace_go(reg: &SqlRegistry) {
+    let mut other = invocation(99, "f");
+    other.namespace = "other".into();
+    other.id = "other-id".into();
+    with_invocations(reg).await;
+    reg.insert(std::slice::from_ref(&other)).await.unwrap();
+    let n = reg.delete_namespace_records("default").await.unwrap();
+    assert!(n > 0);
+    assert!(reg.list("default", &query(None, 100)).await.unwrap().is_empty());
+    assert_eq!(reg.get("other", "other-id").await.unwrap().id, "other-id");
+}
+
 async fn invocation_get_round_trips(reg: &SqlRegistry) {
     let records = with_invocations(reg).await;
     for i in [0, 5, 7] {
@@ -687,4 +700,18 @@ async fn namespaces_and_tokens(reg: &SqlRegistry) {
     reg.delete_token("tok_1").await.unwrap();
     assert!(matches!(reg.delete_token("tok_1").await, Err(Error::NotFound { .. })));
     assert!(reg.list_tokens().await.unwrap().is_empty());
+
+    // A namespace being deleted is Terminating; one made anew reaches no earlier token.
+    reg.terminate_namespace("team-b").await.unwrap();
+    assert_eq!(reg.get_namespace("team-b").await.unwrap().phase, NamespacePhase::Terminating);
+    assert!(matches!(reg.terminate_namespace("nope").await, Err(Error::NotFound { .. })));
+    reg.create_token(&stored_token("tok_3", &["later", "team-b"])).await.unwrap();
+    reg.create_token(&stored_token("tok_4", &["later"])).await.unwrap();
+    reg.ensure_namespace("later").await.unwrap();
+    assert_eq!(reg.get_namespace("later").await.unwrap().phase, NamespacePhase::Active);
+    assert_eq!(reg.get_token("tok_3").await.unwrap().record.namespaces, vec!["team-b".to_string()]);
+    assert!(matches!(reg.get_token("tok_4").await, Err(Error::NotFound { .. })));
+    reg.create_token(&stored_token("tok_5", &["again"])).await.unwrap();
+    reg.create_namespace("again", &Quotas::default()).await.unwrap();
+    assert!(matches!(reg.get_token("tok_5").await, Err(Error::NotFound { .. })));
 }
