@@ -29,6 +29,11 @@ pub enum AppError {
     /// The function cannot be called now (503 with `Retry-After`).
     #[error("{0}")]
     NotReady(String),
+    /// The request body came too slowly (408 with `Connection: close`): a part of it was
+    /// later than the edge's body read timeout, or the whole of it later than its total
+    /// timeout (`Edge`).
+    #[error("{0}")]
+    RequestTimeout(String),
 }
 
 impl AppError {
@@ -67,6 +72,7 @@ impl AppError {
             AppError::MethodNotAllowed(_) => {
                 (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed")
             }
+            AppError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request-timeout", "Request timeout"),
         }
     }
 }
@@ -108,6 +114,11 @@ impl IntoResponse for AppError {
             }
             AppError::NotReady(_) | AppError::Core(sless_core::Error::Storage(_)) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            AppError::RequestTimeout(_) => {
+                // The rest of the body may still come: this connection cannot carry another
+                // request.
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

@@ -354,7 +354,10 @@ pub(crate) async fn upload(
         size: limits.max_compressed_bytes + 1,
         limit: limits.max_compressed_bytes,
     };
-    let bytes = read_limited(body, max).await.map_err(|_| too_large)?;
+    let bytes = read_limited(body, max).await.map_err(|e| match e {
+        AppError::PayloadTooLarge { .. } => too_large.into(),
+        other => other, // 408: it came too slowly
+    })?;
     let entrypoint = f.spec.parsed_entrypoint()?;
     let runtime = f.spec.runtime;
     let checked_bytes = bytes.clone();

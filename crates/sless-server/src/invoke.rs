@@ -129,13 +129,21 @@ async fn call(
     let body = match read_limited(body, state.limits.max_request_bytes).await {
         Ok(b) => b,
         Err(e) => {
-            let message = format!("the request body is larger than {} bytes", state.limits.max_request_bytes);
-            state.dispatcher.rejected(
-                &p.ns,
-                &p.name,
-                &from,
-                Rejection { status: 413, error_type: "Function.RequestTooLarge", message, request_bytes: 0 },
-            );
+            let rejection = match &e {
+                AppError::RequestTimeout(message) => Rejection {
+                    status: 408,
+                    error_type: "Function.RequestTimeout",
+                    message: message.clone(),
+                    request_bytes: 0,
+                },
+                _ => Rejection {
+                    status: 413,
+                    error_type: "Function.RequestTooLarge",
+                    message: format!("the request body is larger than {} bytes", state.limits.max_request_bytes),
+                    request_bytes: 0,
+                },
+            };
+            state.dispatcher.rejected(&p.ns, &p.name, &from, rejection);
             return Err(e);
         }
     };

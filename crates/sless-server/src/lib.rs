@@ -4,6 +4,7 @@
 
 mod auth;
 mod body;
+mod edge;
 mod error;
 mod extract;
 mod functions;
@@ -26,6 +27,7 @@ use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry};
 use tokio::net::TcpListener;
 
 pub use auth::AdminToken;
+pub use edge::Edge;
 pub use error::{ApiResult, AppError, Problem};
 pub use openapi::document as openapi_document;
 
@@ -143,19 +145,14 @@ async fn openapi_json() -> axum::response::Response {
     }
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then lets calls in flight finish.
-/// Errors: the listener's I/O errors.
+/// Serves the API on `listener` behind the HTTP edge's timeouts and caps ([`Edge`]) until
+/// `shutdown` completes; then stops accepting, closes idle connections and lets the calls in
+/// flight finish. Errors: none so far (accept errors are logged and retried).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
+    edge: Edge,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        // Small responses must not wait for delayed ACKs (Nagle).
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    edge::serve(listener, router(state), edge, shutdown).await
 }

@@ -1,0 +1,308 @@
+//! The HTTP edge against the real `sless server` (docs/security.md, "HTTP edge"): slow heads,
+//! slow bodies and idle keep-alive connections are cut at their configured timeouts, the
+//! connection cap answers 503, oversized heads get 431, and none of it limits how long an
+//! answer takes. The timeouts are small here; the bounds are generous ("within 5× the
+//! timeout"): these tests check behaviour, the benchmark measures speed.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Server, TOKEN};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+/// The server's `host:port`.
+fn addr(server: &Server) -> String {
+    server.url.trim_start_matches("http://").to_string()
+}
+
+async fn connect(server: &Server) -> TcpStream {
+    TcpStream::connect(addr(server)).await.expect("connect")
+}
+
+/// Reads until the peer closes (or resets) the connection, for at most `limit`; returns what
+/// came and whether it closed.
+async fn read_until_closed(stream: &mut (impl AsyncRead + Unpin), limit: Duration) -> (Vec<u8>, bool) {
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(limit, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (got, closed)
+}
+
+/// Reads one response (head and a `content-length` body): the status, the head and the body.
+async fn read_response(stream: &mut (impl AsyncRead + Unpin)) -> (u16, String, Vec<u8>) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read = async {
+        loop {
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&got[..end]).to_string();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + length {
+                    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                    return (status, head, got[end + 4..end + 4 + length].to_vec());
+                }
+            }
+            let n = stream.read(&mut buf).await.expect("read a response");
+            assert!(n > 0, "closed before a whole response: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read).await.expect("a response within 30 s")
+}
+
+fn healthz(host: &str) -> Vec<u8> {
+    format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\n\r\n").into_bytes()
+}
+
+/// Asserts a problem+json response with `status` and `slug`; returns its body.
+fn problem(response: &(u16, String, Vec<u8>), status: u16, slug: &str) -> Value {
+    let (s, head, body) = response;
+    let body: Value = serde_json::from_slice(body).unwrap_or_else(|_| json!(String::from_utf8_lossy(body)));
+    assert_eq!(*s, status, "{head}\n{body}");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/problem+json"), "{head}");
+    assert_eq!(body["type"], format!("https://sless.dev/problems/{slug}"), "{body}");
+    assert_eq!(body["status"], status, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn slow_request_heads_are_cut_at_the_header_timeout_while_healthz_answers() {
+    const TIMEOUT: Duration = Duration::from_millis(1000);
+    const SLOW: usize = 50;
+    let server = Server::start_with(&["--header-read-timeout-ms", "1000", "--max-connections", "64"]);
+    let host = addr(&server);
+    let slow = (0..SLOW).map(|_| {
+        let host = host.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let mut stream = TcpStream::connect(&host).await.expect("connect");
+            stream
+                .write_all(format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\nx-slow: ").as_bytes())
+                .await
+                .expect("write");
+            // One more byte of the header every 200 ms, far longer than the timeout if let.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1024];
+            for _ in 0..100 {
+                tokio::select! {
+                    read = stream.read(&mut buf) => match read {
+                        Ok(0) | Err(_) => return (started.elapsed(), got),
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    },
+                    () = tokio::time::sleep(Duration::from_millis(200)) => {
+                        if stream.write_all(b"a").await.is_err() {
+                            return (started.elapsed(), got);
+                        }
+                    }
+                }
+            }
+            panic!("a slow head was held for 20 s: {:?}", String::from_utf8_lossy(&got));
+        })
+    });
+    let slow: Vec<_> = slow.collect();
+    // Meanwhile /healthz answers, every time.
+    let mut answered = 0;
+    let until = Instant::now() + TIMEOUT * 2;
+    while Instant::now() < until {
+        let r = server.http.get(format!("{}/healthz", server.url)).send().await.expect("/healthz under slowloris");
+        assert_eq!(r.status(), 200);
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered >= 5, "{answered}");
+    for task in slow {
+        let (after, got) = task.await.expect("slow client");
+        assert!(got.is_empty(), "a cut head gets no answer: {:?}", String::from_utf8_lossy(&got));
+        assert!(after >= TIMEOUT, "cut after {after:?}, before the timeout: the trickle must not matter");
+        assert!(after < TIMEOUT * 5, "cut after {after:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_stops_coming_is_answered_408_and_the_connection_closed() {
+    let server = Server::start_with(&["--body-read-timeout-ms", "1000"]);
+    let mut stream = connect(&server).await;
+    let started = Instant::now();
+    let head = format!(
+        "POST /v1/namespaces/default/functions HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\n\
+         content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"name\":",
+        addr(&server)
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let response = read_response(&mut stream).await;
+    let after = started.elapsed();
+    let body = problem(&response, 408, "request-timeout");
+    assert!(body["detail"].as_str().unwrap_or_default().contains("1000 ms"), "{body}");
+    assert!(response.1.to_ascii_lowercase().contains("connection: close"), "{}", response.1);
+    assert!(after >= Duration::from_millis(1000) && after < Duration::from_secs(5), "answered after {after:?}");
+    let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(closed, "the connection stays open after a 408");
+    // Nothing was created from the half body.
+    assert_eq!(server.client.list_all_functions().await.expect("list").len(), 0);
+}
+
+#[tokio::test]
+async fn an_upload_trickled_past_the_total_body_timeout_is_answered_408() {
+    let server = Server::start_with(&["--body-read-timeout-ms", "1000", "--body-total-timeout-ms", "1500"]);
+    let (s, b) = server.create(json!({"name": "slow", "runtime": "python3.11", "entrypoint": "main.handler"})).await;
+    assert_eq!(s, 201, "{b}");
+    let mut stream = connect(&server).await;
+    let started = Instant::now();
+    let head = format!(
+        "PUT /v1/namespaces/default/functions/slow/code HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\n\
+         content-type: application/zip\r\ncontent-length: 100000\r\n\r\n",
+        addr(&server)
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    // A byte every 200 ms: never a gap of the read timeout, but never done either.
+    let (mut reader, mut writer) = stream.split();
+    let trickle = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if writer.write_all(b"P").await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let response = tokio::select! {
+        response = read_response(&mut reader) => response,
+        () = trickle => unreachable!(),
+    };
+    let after = started.elapsed();
+    let body = problem(&response, 408, "request-timeout");
+    assert!(body["detail"].as_str().unwrap_or_default().contains("within 1500 ms"), "{body}");
+    assert!(after >= Duration::from_millis(1500) && after < Duration::from_millis(7500), "answered after {after:?}");
+    // No version was made of it, and the function still takes a whole upload.
+    let (s, b) = server.upload("slow", common::zip(&[("main.py", "def handler(e, c):\n    return 'ok'\n")])).await;
+    assert_eq!((s, b["version"].clone()), (202, json!(1)), "{b}");
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout_not_the_header_timeout() {
+    const IDLE: Duration = Duration::from_millis(3000);
+    let server = Server::start_with(&["--header-read-timeout-ms", "300", "--keep-alive-timeout-ms", "3000"]);
+    let host = addr(&server);
+    let mut stream = connect(&server).await;
+    stream.write_all(&healthz(&host)).await.expect("write");
+    assert_eq!(read_response(&mut stream).await.0, 200);
+    // Idle for three times the header timeout: still open, and it serves the next request.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    stream.write_all(&healthz(&host)).await.expect("write");
+    let second = read_response(&mut stream).await;
+    assert_eq!((second.0, second.2.as_slice()), (200, b"ok".as_slice()), "{}", second.1);
+    let idle_from = Instant::now();
+    let (got, closed) = read_until_closed(&mut stream, IDLE * 5).await;
+    let after = idle_from.elapsed();
+    assert!(closed, "an idle connection is held past 5× the idle timeout");
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    assert!(after >= IDLE - Duration::from_millis(100), "closed after {after:?}, before the idle timeout");
+}
+
+#[tokio::test]
+async fn beyond_the_connection_cap_a_new_connection_gets_503_while_held_ones_work() {
+    let server = Server::start_with(&["--max-connections", "3", "--header-read-timeout-ms", "30000"]);
+    let host = addr(&server);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = connect(&server).await;
+        // A whole request: the server has taken this connection.
+        stream.write_all(&healthz(&host)).await.expect("write");
+        assert_eq!(read_response(&mut stream).await.0, 200);
+        held.push(stream);
+    }
+    let mut extra = connect(&server).await;
+    let _ = extra.write_all(&healthz(&host)).await;
+    let refused = read_response(&mut extra).await;
+    let body = problem(&refused, 503, "too-many-connections");
+    assert!(body["detail"].as_str().unwrap_or_default().contains('3'), "{body}");
+    let head = refused.1.to_ascii_lowercase();
+    assert!(head.contains("retry-after: 1") && head.contains("connection: close"), "{head}");
+    assert!(read_until_closed(&mut extra, Duration::from_secs(5)).await.1, "a refused connection is closed");
+    // The held connections keep working.
+    for stream in &mut held {
+        stream.write_all(&healthz(&host)).await.expect("write");
+        assert_eq!(read_response(stream).await.0, 200);
+    }
+    // One closes: its place is free again.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = connect(&server).await;
+        let _ = stream.write_all(&healthz(&host)).await;
+        let (status, head, _) = read_response(&mut stream).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{head}");
+        assert!(Instant::now() < deadline, "a freed place is never taken again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn too_many_or_too_large_header_fields_get_431() {
+    let server = Server::start_with(&["--max-headers", "20", "--max-header-bytes", "4096"]);
+    let host = addr(&server);
+    let request = |fields: usize, value: usize| {
+        let mut r = format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\n");
+        for i in 1..fields {
+            r.push_str(&format!("x-field-{i}: {}\r\n", "v".repeat(value)));
+        }
+        r.push_str("\r\n");
+        r.into_bytes()
+    };
+    let send = |bytes: Vec<u8>| {
+        let server = &server;
+        async move {
+            let mut stream = connect(server).await;
+            stream.write_all(&bytes).await.expect("write");
+            read_response(&mut stream).await
+        }
+    };
+    // Within both limits: answered.
+    assert_eq!(send(request(20, 150)).await.0, 200);
+    // 21 fields.
+    let too_many = send(request(21, 1)).await;
+    assert_eq!(too_many.0, 431, "{}", too_many.1);
+    // One field of 5,000 bytes.
+    let too_large = send(request(2, 5000)).await;
+    assert_eq!(too_large.0, 431, "{}", too_large.1);
+    // The server is fine.
+    assert_eq!(send(request(1, 1)).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_call_longer_than_every_read_timeout_still_gets_its_answer() {
+    let server = Server::start_with(&[
+        "--header-read-timeout-ms",
+        "500",
+        "--body-read-timeout-ms",
+        "500",
+        "--body-total-timeout-ms",
+        "1000",
+        "--keep-alive-timeout-ms",
+        "1000",
+    ]);
+    let code = "import time\ndef handler(event, context):\n    time.sleep(3)\n    return {'statusCode': 200, 'body': event['body']}\n";
+    server.deploy("long", "python3.11", "main.handler", &[("main.py", code)], json!({"timeout_sec": 30})).await;
+    let started = Instant::now();
+    let (s, _, b) = server.invoke("long", "POST", "/", Some("{\"n\": 1}")).await;
+    assert_eq!((s, b), (200, json!({"n": 1})));
+    assert!(started.elapsed() >= Duration::from_secs(3), "the call did sleep");
+}
