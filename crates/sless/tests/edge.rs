@@ -306,3 +306,58 @@ async fn a_call_longer_than_every_read_timeout_still_gets_its_answer() {
     assert_eq!((s, b), (200, json!({"n": 1})));
     assert!(started.elapsed() >= Duration::from_secs(3), "the call did sleep");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_lets_the_call_in_flight_answer_and_does_not_wait_for_idle_connections() {
+    let mut server = Server::start_with(&["--keep-alive-timeout-ms", "600000"]);
+    let code = "import time\ndef handler(event, context):\n    time.sleep(2)\n    return 'finished'\n";
+    server.deploy("drain", "python3.11", "main.handler", &[("main.py", code)], json!({"timeout_sec": 30})).await;
+    // An idle keep-alive connection, which would be held for 10 minutes.
+    let host = addr(&server);
+    let mut idle = connect(&server).await;
+    idle.write_all(&healthz(&host)).await.expect("write");
+    assert_eq!(read_response(&mut idle).await.0, 200);
+    let call = tokio::spawn(server.http.post(server.api("/drain/invoke")).bearer_auth(TOKEN).body("{}").send());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let stopping = Instant::now();
+    let status = tokio::task::block_in_place(|| server.stop());
+    assert!(status.success(), "{}", server.log());
+    let response = call.await.expect("call task").expect("the call in flight is answered");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.expect("body"), "finished");
+    // Neither the idle connection nor the 30 s drain bound held the stop.
+    assert!(stopping.elapsed() < Duration::from_secs(20), "stopped after {:?}", stopping.elapsed());
+    assert!(!server.log().contains("still in flight"), "{}", server.log());
+    assert!(read_until_closed(&mut idle, Duration::from_secs(5)).await.1, "the idle connection was closed");
+}
+
+#[tokio::test]
+async fn a_call_whose_body_stops_coming_is_408_and_recorded_as_rejected() {
+    let server = Server::start_with(&["--body-read-timeout-ms", "500"]);
+    let code = "def handler(event, context):\n    return 'never'\n";
+    server.deploy("stalled", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let mut stream = connect(&server).await;
+    let head = format!(
+        "POST /v1/namespaces/default/functions/stalled/invoke HTTP/1.1\r\nhost: {}\r\n\
+         authorization: Bearer {TOKEN}\r\ncontent-length: 1000\r\n\r\nhalf a bo",
+        addr(&server)
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let response = read_response(&mut stream).await;
+    problem(&response, 408, "request-timeout");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (s, _, b) = server.send(server.http.get(server.api("/stalled/invocations"))).await;
+        assert_eq!(s, 200, "{b}");
+        if let Some(record) = b["items"].as_array().and_then(|items| items.first()) {
+            assert_eq!(
+                (&record["status"], &record["outcome"], &record["error_type"]),
+                (&json!(408), &json!("rejected"), &json!("Function.RequestTimeout")),
+                "{record}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the rejected call is never recorded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
