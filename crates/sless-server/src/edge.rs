@@ -460,8 +460,8 @@ impl HttpBody for MarkIdle {
 /// A request body that fails with a 408 ([`AppError::RequestTimeout`]) when its next part is
 /// later than `read` or the whole of it later than `total` after the head. The timer is made
 /// only when a read has to wait (a body that came with its head costs nothing).
-pub(crate) struct TimedBody {
-    inner: Incoming,
+pub(crate) struct TimedBody<B = Incoming> {
+    inner: B,
     read: Duration,
     total: Duration,
     /// The head's arrival plus `total`.
@@ -471,13 +471,17 @@ pub(crate) struct TimedBody {
     armed: bool,
 }
 
-impl TimedBody {
-    fn new(inner: Incoming, read: Duration, total: Duration) -> Self {
+impl<B> TimedBody<B> {
+    fn new(inner: B, read: Duration, total: Duration) -> Self {
         TimedBody { inner, read, total, total_at: Instant::now() + total, sleep: None, armed: false }
     }
 }
 
-impl HttpBody for TimedBody {
+impl<B> HttpBody for TimedBody<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
     type Data = Bytes;
     type Error = axum::BoxError;
 
@@ -522,5 +526,91 @@ pub(crate) fn timed_out(e: axum::Error) -> Option<AppError> {
     match e.into_inner().downcast::<AppError>() {
         Ok(e) => Some(*e),
         Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use futures::StreamExt as _;
+    use http_body::{Body as HttpBody, Frame};
+    use tokio::sync::mpsc;
+
+    use super::{TimedBody, timed_out};
+    use crate::AppError;
+
+    /// A body whose parts come from a channel; it ends when the sender is dropped.
+    struct Parts(mpsc::Receiver<Bytes>);
+
+    impl HttpBody for Parts {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.0.poll_recv(cx).map(|part| part.map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    /// Reads `body` through axum's `Body`, as the handlers do: the bytes that came and the
+    /// error that ended it, if any.
+    async fn read(body: TimedBody<Parts>) -> (Vec<u8>, Option<AppError>) {
+        let mut stream = axum::body::Body::new(body).into_data_stream();
+        let mut got = Vec::new();
+        while let Some(part) = stream.next().await {
+            match part {
+                Ok(bytes) => got.extend_from_slice(&bytes),
+                Err(e) => return (got, Some(timed_out(e).expect("the edge's 408"))),
+            }
+        }
+        (got, None)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stops_coming_ends_in_a_408_after_the_read_timeout() {
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(Bytes::from_static(b"half")).await.expect("send");
+        let (got, error) = read(TimedBody::new(Parts(rx), ms(50), ms(60_000))).await;
+        assert_eq!(got, b"half");
+        let Some(AppError::RequestTimeout(message)) = error else { panic!("{error:?}") };
+        assert_eq!(message, "no part of the request body arrived for 50 ms");
+        drop(tx);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_trickles_ends_in_a_408_at_the_total_timeout() {
+        let (tx, rx) = mpsc::channel(4);
+        let trickle = tokio::spawn(async move {
+            while tx.send(Bytes::from_static(b".")).await.is_ok() {
+                tokio::time::sleep(ms(10)).await;
+            }
+        });
+        // Parts every 10 ms never let the 1 s read timeout run out; the 150 ms total does.
+        let (got, error) = read(TimedBody::new(Parts(rx), ms(1000), ms(150))).await;
+        assert!(!got.is_empty());
+        let Some(AppError::RequestTimeout(message)) = error else { panic!("{error:?}") };
+        assert_eq!(message, "the request body did not arrive within 150 ms");
+        trickle.abort();
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_there_is_read_without_a_timer() {
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(Bytes::from_static(b"whole")).await.expect("send");
+        drop(tx);
+        let mut body = TimedBody::new(Parts(rx), ms(1), ms(1));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut pinned = std::pin::Pin::new(&mut body);
+        assert!(matches!(pinned.as_mut().poll_frame(&mut cx), std::task::Poll::Ready(Some(Ok(_)))));
+        assert!(matches!(pinned.as_mut().poll_frame(&mut cx), std::task::Poll::Ready(None)));
+        assert!(body.sleep.is_none(), "no timer for a body that never made a read wait");
     }
 }

@@ -489,6 +489,14 @@ mod tests {
     use super::redact;
 
     #[test]
+    fn the_edge_flags_default_to_the_documented_edge() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["sless", "server"]).expect("parse");
+        let crate::cli::Command::Server(args) = cli.command else { panic!("not server") };
+        assert_eq!(super::edge(&args), sless_server::Edge::default());
+    }
+
+    #[test]
     fn passwords_are_not_shown() {
         assert_eq!(redact("postgres://sless:s3cret@db:5432/sless"), "postgres://sless:***@db:5432/sless");
         assert_eq!(redact("postgres://sless@db/sless"), "postgres://sless@db/sless");
