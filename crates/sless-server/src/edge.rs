@@ -38,6 +38,8 @@ use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use sless_control::Metrics;
+use sless_control::metrics::ReadTimeoutLabels;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -101,6 +103,8 @@ const REFUSING_AT_ONCE: usize = 64;
 /// At most this much of a refused connection's request is read and thrown away (so that the
 /// close does not reset the connection before the client has read the 503).
 const REFUSE_DRAIN_BYTES: usize = 64 * 1024;
+/// Reaching the connection cap is logged at most this often.
+const CAP_WARNING_EVERY: Duration = Duration::from_secs(10);
 
 const HEAD: u8 = 0;
 const BUSY: u8 = 1;
@@ -111,6 +115,8 @@ struct Phase {
     now: AtomicU8,
     /// Woken when a response is written, so that the reader starts the idle timer.
     task: AtomicWaker,
+    /// Where its timeouts are counted.
+    metrics: Arc<Metrics>,
 }
 
 impl Phase {
@@ -125,10 +131,12 @@ impl Phase {
 
 /// Serves `router` on `listener` with the edge's limits until `shutdown` completes; then
 /// stops accepting, closes idle connections and waits for the requests in flight to be
-/// answered. Errors: none so far (accept errors are logged and retried).
+/// answered. Counts connections and timeouts in `metrics`. Errors: none so far (accept
+/// errors are logged and retried).
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
+    metrics: Arc<Metrics>,
     edge: Edge,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
@@ -139,7 +147,7 @@ pub(crate) async fn serve(
     if edge.max_header_bytes > HYPER_DEFAULT_BUF {
         http.max_buf_size(edge.max_header_bytes);
     }
-    let shared = Arc::new(Shared { http, edge, refusal: refusal(edge.max_connections) });
+    let shared = Arc::new(Shared { http, edge, refusal: refusal(edge.max_connections), metrics });
     let connections = Arc::new(Semaphore::new(edge.max_connections.max(1)));
     let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
     // `closing` tells every connection to finish; `done` is held by each and closes when the
@@ -147,6 +155,7 @@ pub(crate) async fn serve(
     let (closing, closing_rx) = watch::channel(());
     let (done, mut all_done) = mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut cap_warned: Option<Instant> = None;
     loop {
         let (tcp, peer) = tokio::select! {
             biased;
@@ -171,20 +180,23 @@ pub(crate) async fn serve(
                 let (shared, router, closing, done) =
                     (shared.clone(), router.clone(), closing_rx.clone(), done.clone());
                 tokio::spawn(async move {
+                    shared.metrics.http_connections.inc();
                     connection(tcp, peer, router, &shared, closing).await;
+                    shared.metrics.http_connections.dec();
                     drop((permit, done));
                 });
             }
-            Err(_) => match refusing.clone().try_acquire_owned() {
-                Ok(permit) => {
-                    let (answer, done) = (shared.refusal.clone(), done.clone());
-                    tokio::spawn(async move {
-                        refuse(tcp, &answer).await;
-                        drop((permit, done));
-                    });
+            Err(_) => {
+                shared.metrics.http_connections_refused.inc();
+                if cap_warned.is_none_or(|at| at.elapsed() >= CAP_WARNING_EVERY) {
+                    cap_warned = Some(Instant::now());
+                    tracing::warn!(
+                        max_connections = edge.max_connections,
+                        "at the connection cap: new connections are answered 503 (see sless_http_connections_refused_total)"
+                    );
                 }
-                Err(_) => drop(tcp),
-            },
+                refuse_at_most(&refusing, tcp, &shared.refusal, &done);
+            }
         }
     }
     drop(listener);
@@ -194,12 +206,28 @@ pub(crate) async fn serve(
     Ok(())
 }
 
+/// Answers a connection over the cap ([`refuse`]) in a task of its own, unless
+/// [`REFUSING_AT_ONCE`] are being answered already: then it is closed at once.
+fn refuse_at_most(refusing: &Arc<Semaphore>, tcp: TcpStream, answer: &Bytes, done: &mpsc::Sender<()>) {
+    match refusing.clone().try_acquire_owned() {
+        Ok(permit) => {
+            let (answer, done) = (answer.clone(), done.clone());
+            tokio::spawn(async move {
+                refuse(tcp, &answer).await;
+                drop((permit, done));
+            });
+        }
+        Err(_) => drop(tcp),
+    }
+}
+
 /// What every connection task reads.
 struct Shared {
     http: hyper::server::conn::http1::Builder,
     edge: Edge,
     /// The whole answer to a connection over the cap.
     refusal: Bytes,
+    metrics: Arc<Metrics>,
 }
 
 /// Errors of one connection that `accept` reports; the listener is fine.
@@ -255,7 +283,7 @@ async fn connection(
     shared: &Shared,
     mut closing: watch::Receiver<()>,
 ) {
-    let phase = Arc::new(Phase { now: AtomicU8::new(HEAD), task: AtomicWaker::new() });
+    let phase = Arc::new(Phase { now: AtomicU8::new(HEAD), task: AtomicWaker::new(), metrics: shared.metrics.clone() });
     let io = TokioIo::new(EdgeIo::new(tcp, phase.clone(), &shared.edge));
     let service = ConnService {
         router,
@@ -339,7 +367,12 @@ impl AsyncRead for EdgeIo {
                     this.sleep.as_mut().reset(this.deadline);
                 }
                 ready!(this.sleep.as_mut().poll(cx));
-                let what = if this.seen == HEAD { "request head read timeout" } else { "keep-alive idle timeout" };
+                let what = if this.seen == HEAD {
+                    count_timeout(&this.phase.metrics, "head");
+                    "request head read timeout"
+                } else {
+                    "keep-alive idle timeout"
+                };
                 Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
             }
         }
@@ -390,7 +423,8 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     fn call(&self, request: Request<Incoming>) -> Answer {
         use tower::Service as _;
         self.phase.set(BUSY);
-        let mut request = request.map(|body| TimedBody::new(body, self.body_read, self.body_total));
+        let mut request = request
+            .map(|body| TimedBody::new(body, self.body_read, self.body_total).counted(self.phase.metrics.clone()));
         request.extensions_mut().insert(ConnectInfo(self.peer));
         Answer { inner: self.router.clone().call(request), phase: Some(self.phase.clone()) }
     }
@@ -469,11 +503,19 @@ pub(crate) struct TimedBody<B = Incoming> {
     sleep: Option<Pin<Box<Sleep>>>,
     /// The timer is set for the wait in progress.
     armed: bool,
+    /// Where a timeout is counted (taken when it is).
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl<B> TimedBody<B> {
     fn new(inner: B, read: Duration, total: Duration) -> Self {
-        TimedBody { inner, read, total, total_at: Instant::now() + total, sleep: None, armed: false }
+        TimedBody { inner, read, total, total_at: Instant::now() + total, sleep: None, armed: false, metrics: None }
+    }
+
+    /// Counts a timeout in `metrics`.
+    fn counted(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 }
 
@@ -504,6 +546,9 @@ where
         };
         let Some(sleep) = &mut this.sleep else { return Poll::Pending };
         ready!(sleep.as_mut().poll(cx));
+        if let Some(metrics) = this.metrics.take() {
+            count_timeout(&metrics, "body"); // once, however often it is polled again
+        }
         let message = if at >= this.total_at {
             format!("the request body did not arrive within {} ms", this.total.as_millis())
         } else {
@@ -519,6 +564,10 @@ where
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+fn count_timeout(metrics: &Metrics, part: &str) {
+    metrics.http_read_timeouts.get_or_create(&ReadTimeoutLabels { part: part.into() }).inc();
 }
 
 /// The 408 of a request body that [`TimedBody`] ended, if that is why reading `e` failed.

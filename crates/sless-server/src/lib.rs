@@ -154,5 +154,6 @@ pub async fn serve(
     edge: Edge,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    edge::serve(listener, router(state), edge, shutdown).await
+    let metrics = state.metrics.clone();
+    edge::serve(listener, router(state), metrics, edge, shutdown).await
 }

@@ -70,6 +70,16 @@ fn healthz(host: &str) -> Vec<u8> {
     format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\n\r\n").into_bytes()
 }
 
+/// The value of one series of `/metrics` (0 when absent).
+async fn metric(server: &Server, series: &str) -> f64 {
+    let text =
+        server.http.get(format!("{}/metrics", server.url)).send().await.expect("/metrics").text().await.expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Asserts a problem+json response with `status` and `slug`; returns its body.
 fn problem(response: &(u16, String, Vec<u8>), status: u16, slug: &str) -> Value {
     let (s, head, body) = response;
@@ -132,6 +142,7 @@ async fn slow_request_heads_are_cut_at_the_header_timeout_while_healthz_answers(
         assert!(after >= TIMEOUT, "cut after {after:?}, before the timeout: the trickle must not matter");
         assert!(after < TIMEOUT * 5, "cut after {after:?}");
     }
+    assert_eq!(metric(&server, "sless_http_read_timeouts_total{part=\"head\"}").await, SLOW as f64);
 }
 
 #[tokio::test]
@@ -153,6 +164,7 @@ async fn a_body_that_stops_coming_is_answered_408_and_the_connection_closed() {
     assert!(after >= Duration::from_millis(1000) && after < Duration::from_secs(5), "answered after {after:?}");
     let (_, closed) = read_until_closed(&mut stream, Duration::from_secs(5)).await;
     assert!(closed, "the connection stays open after a 408");
+    assert_eq!(metric(&server, "sless_http_read_timeouts_total{part=\"body\"}").await, 1.0);
     // Nothing was created from the half body.
     assert_eq!(server.client.list_all_functions().await.expect("list").len(), 0);
 }
@@ -234,11 +246,19 @@ async fn beyond_the_connection_cap_a_new_connection_gets_503_while_held_ones_wor
     let head = refused.1.to_ascii_lowercase();
     assert!(head.contains("retry-after: 1") && head.contains("connection: close"), "{head}");
     assert!(read_until_closed(&mut extra, Duration::from_secs(5)).await.1, "a refused connection is closed");
+    assert!(server.log().contains("at the connection cap"), "{}", server.log());
     // The held connections keep working.
     for stream in &mut held {
         stream.write_all(&healthz(&host)).await.expect("write");
         assert_eq!(read_response(stream).await.0, 200);
     }
+    // /metrics itself takes a place: ask it on a held connection.
+    let stream = &mut held[0];
+    stream.write_all(format!("GET /metrics HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes()).await.expect("write");
+    let (_, _, text) = read_response(stream).await;
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.lines().any(|l| l == "sless_http_connections 3"), "{text}");
+    assert!(text.lines().any(|l| l == "sless_http_connections_refused_total 1"), "{text}");
     // One closes: its place is free again.
     drop(held.pop());
     let deadline = Instant::now() + Duration::from_secs(10);
