@@ -180,10 +180,10 @@ pub(crate) async fn serve(
                 let (shared, router, closing, done) =
                     (shared.clone(), router.clone(), closing_rx.clone(), done.clone());
                 tokio::spawn(async move {
-                    shared.metrics.http_connections.inc();
+                    // Held for the connection's life (named, so moved in): its place under the
+                    // cap, the shutdown's count of connections, the gauge.
+                    let _held = (permit, done, Open::count(&shared.metrics));
                     connection(tcp, peer, router, &shared, closing).await;
-                    shared.metrics.http_connections.dec();
-                    drop((permit, done));
                 });
             }
             Err(_) => {
@@ -213,11 +213,28 @@ fn refuse_at_most(refusing: &Arc<Semaphore>, tcp: TcpStream, answer: &Bytes, don
         Ok(permit) => {
             let (answer, done) = (answer.clone(), done.clone());
             tokio::spawn(async move {
+                let _held = (permit, done); // named, so moved in
                 refuse(tcp, &answer).await;
-                drop((permit, done));
             });
         }
         Err(_) => drop(tcp),
+    }
+}
+
+/// One open connection in `sless_http_connections`, until dropped (also when its task
+/// panics).
+struct Open(Arc<Metrics>);
+
+impl Open {
+    fn count(metrics: &Arc<Metrics>) -> Open {
+        metrics.http_connections.inc();
+        Open(metrics.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.http_connections.dec();
     }
 }
 
