@@ -1,6 +1,7 @@
 //! The sless HTTP API (docs/api.md): functions, code upload, versions, the invoke gateway and
 //! health, with bearer-token auth and RFC 9457 problem+json errors. It knows nothing about
 //! processes or pods: it talks to the [`Registry`], [`BlobStore`] and [`Executor`] traits.
+//! [`serve`] puts it behind the HTTP edge ([`Edge`]: read timeouts, connection and header caps).
 
 mod auth;
 mod body;
