@@ -277,7 +277,9 @@ async fn beyond_the_connection_cap_a_new_connection_gets_503_while_held_ones_wor
 
 #[tokio::test]
 async fn too_many_or_too_large_header_fields_get_431() {
-    let server = Server::start_with(&["--max-headers", "20", "--max-header-bytes", "4096"]);
+    // Set by the flags' variables, as a container would.
+    let env = [("SLESS_MAX_HEADERS".to_string(), "20".to_string()), ("SLESS_MAX_HEADER_BYTES".into(), "4096".into())];
+    let server = Server::start_with_env(&[], &env);
     let host = addr(&server);
     let request = |fields: usize, value: usize| {
         let mut r = format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\n");
@@ -379,5 +381,29 @@ async fn a_call_whose_body_stops_coming_is_408_and_recorded_as_rejected() {
         }
         assert!(Instant::now() < deadline, "the rejected call is never recorded");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn server_and_up_help_list_the_edge_flags_with_their_variables() {
+    for command in ["server", "up"] {
+        let help = std::process::Command::new(common::bin()).args([command, "--help"]).output().expect("help");
+        let text = String::from_utf8_lossy(&help.stdout);
+        for (flag, variable, default) in [
+            ("--header-read-timeout-ms", "SLESS_HEADER_READ_TIMEOUT_MS", "10000"),
+            ("--body-read-timeout-ms", "SLESS_BODY_READ_TIMEOUT_MS", "30000"),
+            ("--body-total-timeout-ms", "SLESS_BODY_TOTAL_TIMEOUT_MS", "600000"),
+            ("--keep-alive-timeout-ms", "SLESS_KEEP_ALIVE_TIMEOUT_MS", "75000"),
+            ("--max-connections", "SLESS_MAX_CONNECTIONS", "512"),
+            ("--max-header-bytes", "SLESS_MAX_HEADER_BYTES", "65536"),
+            ("--max-headers", "SLESS_MAX_HEADERS", "100"),
+        ] {
+            let at = text
+                .find(&format!("{flag} "))
+                .unwrap_or_else(|| panic!("{flag} missing from {command} --help:\n{text}"));
+            let entry = &text[at..text[at + 2..].find("\n      -").map_or(text.len(), |i| at + 2 + i)];
+            assert!(entry.contains(&format!("[env: {variable}=")), "{entry}");
+            assert!(entry.contains(&format!("[default: {default}]")), "{entry}");
+        }
     }
 }
