@@ -47,6 +47,13 @@ pub struct BuildLabels {
     pub outcome: String,
 }
 
+/// Labels of the HTTP edge's read timeout count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadTimeoutLabels {
+    /// What came too slowly: `head` (the connection was closed) or `body` (answered 408).
+    pub part: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -77,6 +84,13 @@ pub struct Metrics {
     /// `sless_invocation_records_dropped_total`: records lost because the log was full or
     /// its database failed.
     pub records_dropped: Counter,
+    /// `sless_http_connections`: HTTP connections open now (at most `--max-connections`).
+    pub http_connections: Gauge,
+    /// `sless_http_connections_refused_total`: connections over `--max-connections`, answered
+    /// 503 and closed.
+    pub http_connections_refused: Counter,
+    /// `sless_http_read_timeouts_total{part}`: requests whose head or body came too slowly.
+    pub http_read_timeouts: Family<ReadTimeoutLabels, Counter>,
 }
 
 impl Metrics {
@@ -97,6 +111,20 @@ impl Metrics {
         registry.register("build_duration_seconds", "Duration of builds", build_duration.clone());
         let records_dropped = Counter::default();
         registry.register("invocation_records_dropped", "Invocation records not stored", records_dropped.clone());
+        let http_connections = Gauge::default();
+        registry.register("http_connections", "Open HTTP connections", http_connections.clone());
+        let http_connections_refused = Counter::default();
+        registry.register(
+            "http_connections_refused",
+            "HTTP connections over the cap, answered 503",
+            http_connections_refused.clone(),
+        );
+        let http_read_timeouts = Family::<ReadTimeoutLabels, Counter>::default();
+        registry.register(
+            "http_read_timeouts",
+            "Request heads or bodies that came too slowly",
+            http_read_timeouts.clone(),
+        );
         Metrics {
             registry,
             invocations,
@@ -106,6 +134,9 @@ impl Metrics {
             builds,
             build_duration,
             records_dropped,
+            http_connections,
+            http_connections_refused,
+            http_read_timeouts,
         }
     }
 
@@ -159,6 +190,9 @@ mod tests {
             .set(2);
         m.builds.get_or_create(&BuildLabels { outcome: "succeeded".into() }).inc();
         m.build_duration.observe(1.5);
+        m.http_connections.set(3);
+        m.http_connections_refused.inc();
+        m.http_read_timeouts.get_or_create(&ReadTimeoutLabels { part: "head".into() }).inc();
         let text = m.encode();
         for series in [
             "sless_invocations_total{namespace=\"n\",function=\"f\",trigger=\"invoke\",outcome=\"ok\"} 1",
@@ -168,6 +202,9 @@ mod tests {
             "sless_instances{namespace=\"n\",function=\"f\",state=\"idle\"} 2",
             "sless_builds_total{outcome=\"succeeded\"} 1",
             "sless_build_duration_seconds_count 1",
+            "sless_http_connections 3",
+            "sless_http_connections_refused_total 1",
+            "sless_http_read_timeouts_total{part=\"head\"} 1",
         ] {
             assert!(text.contains(series), "{series} missing from:\n{text}");
         }

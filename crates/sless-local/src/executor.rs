@@ -419,6 +419,13 @@ impl Inner {
             }
             pools.remove(&key);
         }
+        if !f.spec.enabled {
+            // Disabled: its waiting calls are refused, as `remove` does. This may run before
+            // the API's own `remove`, which then finds no pool (docs/errors-log.md).
+            let _instances = lock(&pool.instances);
+            pool.removed.store(true, std::sync::atomic::Ordering::SeqCst);
+            pool.permits.close();
+        }
         self.stop_idle(&pool, pool.take_idle()).await;
     }
 

@@ -55,7 +55,8 @@ fn drain(mut stream: BodyDataStream) {
 /// Reads at most `limit` bytes. Errors: 413 when the body is larger: at once, before reading
 /// anything, when its declared length (`Content-Length`) is over the limit, and otherwise (a
 /// chunked body) as soon as more than `limit` bytes have arrived. A body that cannot be read
-/// (broken chunked framing, the client went away) is a 413 too, as it always was.
+/// (broken chunked framing, the client went away) is a 413 too, as it always was, unless the
+/// edge ended it for coming too slowly: 408 ([`AppError::RequestTimeout`]).
 pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, AppError> {
     use axum::body::HttpBody as _;
     if body.size_hint().lower() > limit as u64 {
@@ -65,7 +66,7 @@ pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, AppE
     let mut stream = body.into_data_stream();
     let mut buf = BytesMut::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|_| AppError::PayloadTooLarge { limit })?;
+        let chunk = chunk.map_err(|e| crate::edge::timed_out(e).unwrap_or(AppError::PayloadTooLarge { limit }))?;
         if buf.len().saturating_add(chunk.len()) > limit {
             drain(stream);
             return Err(AppError::PayloadTooLarge { limit });
@@ -76,7 +77,8 @@ pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, AppE
 }
 
 /// Reads a JSON object body whose media type is one of `accepted`. Errors: 415 for another
-/// type, 413 over 1 MiB, 400 (field `body`) for invalid JSON.
+/// type, 413 over 1 MiB, 408 for a body that came too slowly, 400 (field `body`) for invalid
+/// JSON.
 pub(crate) async fn read_json(headers: &HeaderMap, body: Body, accepted: &[&str]) -> Result<Value, AppError> {
     let media = media_type(headers);
     if !media.as_deref().is_some_and(|m| accepted.contains(&m)) {

@@ -44,6 +44,11 @@ pub enum AppError {
     /// The function cannot be called now (503 with `Retry-After`).
     #[error("{0}")]
     NotReady(String),
+    /// The request body came too slowly (408 with `Connection: close`): a part of it was
+    /// later than the edge's body read timeout, or the whole of it later than its total
+    /// timeout (`Edge`).
+    #[error("{0}")]
+    RequestTimeout(String),
 }
 
 impl AppError {
@@ -86,6 +91,7 @@ impl AppError {
             AppError::MethodNotAllowed(_) => {
                 (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed")
             }
+            AppError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request-timeout", "Request timeout"),
         }
     }
 }
@@ -136,6 +142,11 @@ impl IntoResponse for AppError {
             }
             AppError::RateLimited { retry_after_secs, .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs.max(1)));
+            }
+            AppError::RequestTimeout(_) => {
+                // The rest of the body may still come: this connection cannot carry another
+                // request.
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

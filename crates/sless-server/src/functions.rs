@@ -100,6 +100,7 @@ pub(crate) struct VersionView {
         (status = 401, response = crate::openapi::Unauthorized),
         (status = 404, response = crate::openapi::NotFound),
         (status = 409, response = crate::openapi::Conflict),
+        (status = 408, response = crate::openapi::RequestTimeout),
         (status = 413, response = crate::openapi::PayloadTooLarge),
         (status = 415, response = crate::openapi::UnsupportedMediaType),
         (status = 503, response = crate::openapi::Unavailable),
@@ -183,6 +184,7 @@ pub(crate) async fn get(State(state): State<AppState>, Path(p): Path<NamePath>) 
         (status = 401, response = crate::openapi::Unauthorized),
         (status = 404, response = crate::openapi::NotFound),
         (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 408, response = crate::openapi::RequestTimeout),
         (status = 413, response = crate::openapi::PayloadTooLarge),
         (status = 415, response = crate::openapi::UnsupportedMediaType),
         (status = 503, response = crate::openapi::Unavailable),
@@ -216,6 +218,7 @@ pub(crate) async fn replace(
         (status = 401, response = crate::openapi::Unauthorized),
         (status = 404, response = crate::openapi::NotFound),
         (status = 412, response = crate::openapi::PreconditionFailed),
+        (status = 408, response = crate::openapi::RequestTimeout),
         (status = 413, response = crate::openapi::PayloadTooLarge),
         (status = 415, response = crate::openapi::UnsupportedMediaType),
         (status = 503, response = crate::openapi::Unavailable),
@@ -318,6 +321,7 @@ pub(crate) async fn remove(state: &AppState, ns: &str, name: &str) -> ApiResult<
         (status = 400, response = crate::openapi::BadRequest),
         (status = 401, response = crate::openapi::Unauthorized),
         (status = 404, response = crate::openapi::NotFound),
+        (status = 408, response = crate::openapi::RequestTimeout),
         (status = 413, response = crate::openapi::PayloadTooLarge),
         (status = 415, response = crate::openapi::UnsupportedMediaType),
         (status = 422, response = crate::openapi::InvalidArchive),
@@ -363,7 +367,10 @@ pub(crate) async fn upload(
         size: limits.max_compressed_bytes + 1,
         limit: limits.max_compressed_bytes,
     };
-    let bytes = read_limited(body, max).await.map_err(|_| too_large)?;
+    let bytes = read_limited(body, max).await.map_err(|e| match e {
+        AppError::PayloadTooLarge { .. } => too_large.into(),
+        other => other, // 408: it came too slowly
+    })?;
     let entrypoint = f.spec.parsed_entrypoint()?;
     let runtime = f.spec.runtime;
     let checked_bytes = bytes.clone();
@@ -411,6 +418,7 @@ pub(crate) async fn upload(
         (status = 400, response = crate::openapi::BadRequest),
         (status = 401, response = crate::openapi::Unauthorized),
         (status = 404, response = crate::openapi::NotFound),
+        (status = 408, response = crate::openapi::RequestTimeout),
         (status = 413, response = crate::openapi::PayloadTooLarge),
         (status = 415, response = crate::openapi::UnsupportedMediaType),
         (status = 503, response = crate::openapi::Unavailable),

@@ -38,6 +38,7 @@ pub(crate) struct InvokePath {
         (status = 400, response = crate::openapi::BadRequest),
         (status = 401, response = crate::openapi::Unauthorized),
         (status = 404, response = crate::openapi::NotFound),
+        (status = 408, response = crate::openapi::RequestTimeout),
         (status = 413, response = crate::openapi::PayloadTooLarge),
         (status = 429, description = "No instance can take the call (`TooManyRequestsException`, `Retry-After: 1`).", body = crate::openapi::FunctionError),
         (status = 502, description = "The function failed (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
@@ -72,6 +73,7 @@ pub(crate) async fn invoke(
         (status = 400, response = crate::openapi::BadRequest),
         (status = 401, response = crate::openapi::Unauthorized),
         (status = 404, response = crate::openapi::NotFound),
+        (status = 408, response = crate::openapi::RequestTimeout),
         (status = 413, response = crate::openapi::PayloadTooLarge),
         (status = 429, description = "No instance can take the call (`TooManyRequestsException`, `Retry-After: 1`).", body = crate::openapi::FunctionError),
         (status = 502, description = "The function failed (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
@@ -130,13 +132,21 @@ async fn call(
     let body = match read_limited(body, state.limits.max_request_bytes).await {
         Ok(b) => b,
         Err(e) => {
-            let message = format!("the request body is larger than {} bytes", state.limits.max_request_bytes);
-            state.dispatcher.rejected(
-                &p.ns,
-                &p.name,
-                &from,
-                Rejection { status: 413, error_type: "Function.RequestTooLarge", message, request_bytes: 0 },
-            );
+            let rejection = match &e {
+                AppError::RequestTimeout(message) => Rejection {
+                    status: 408,
+                    error_type: "Function.RequestTimeout",
+                    message: message.clone(),
+                    request_bytes: 0,
+                },
+                _ => Rejection {
+                    status: 413,
+                    error_type: "Function.RequestTooLarge",
+                    message: format!("the request body is larger than {} bytes", state.limits.max_request_bytes),
+                    request_bytes: 0,
+                },
+            };
+            state.dispatcher.rejected(&p.ns, &p.name, &from, rejection);
             return Err(e);
         }
     };

@@ -1,9 +1,11 @@
 //! The sless HTTP API (docs/api.md): functions, code upload, versions, the invoke gateway and
 //! health, with bearer-token auth and RFC 9457 problem+json errors. It knows nothing about
 //! processes or pods: it talks to the [`Registry`], [`BlobStore`] and [`Executor`] traits.
+//! [`serve`] puts it behind the HTTP edge ([`Edge`]: read timeouts, connection and header caps).
 
 mod auth;
 mod body;
+mod edge;
 mod error;
 mod extract;
 mod functions;
@@ -27,6 +29,7 @@ use sless_core::traits::{BlobStore, Executor, InvocationLog, Registry, Tenants};
 use tokio::net::TcpListener;
 
 pub use auth::{AdminToken, TokenKey};
+pub use edge::Edge;
 pub use error::{ApiResult, AppError, Problem};
 pub use openapi::document as openapi_document;
 
@@ -165,19 +168,15 @@ async fn openapi_json() -> axum::response::Response {
     }
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then lets calls in flight finish.
-/// Errors: the listener's I/O errors.
+/// Serves the API on `listener` behind the HTTP edge's timeouts and caps ([`Edge`]) until
+/// `shutdown` completes; then stops accepting, closes idle connections and lets the calls in
+/// flight finish. Errors: none so far (accept errors are logged and retried).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
+    edge: Edge,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        // Small responses must not wait for delayed ACKs (Nagle).
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    let metrics = state.metrics.clone();
+    edge::serve(listener, router(state), metrics, edge, shutdown).await
 }

@@ -274,6 +274,67 @@ pub struct ServerArgs {
     /// seconds (an upload stores its archive before it adds the version).
     #[arg(long, env = "SLESS_GC_GRACE_SEC", default_value_t = 3600)]
     pub gc_grace_sec: u64,
+    /// Longest time from a connection's accept, or a request's first byte, until its whole
+    /// head (request line and headers) is in, in ms; then the connection is closed.
+    #[arg(
+        long,
+        env = "SLESS_HEADER_READ_TIMEOUT_MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub header_read_timeout_ms: u64,
+    /// Longest wait for the next part of a request body, in ms; then 408 and the connection
+    /// is closed.
+    #[arg(
+        long,
+        env = "SLESS_BODY_READ_TIMEOUT_MS",
+        default_value_t = 30_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub body_read_timeout_ms: u64,
+    /// Longest time from a request's head until its whole body is in, in ms (600 s: a 50 MiB
+    /// archive at 0.7 Mbit/s); then 408 and the connection is closed. Answers are not timed.
+    #[arg(
+        long,
+        env = "SLESS_BODY_TOTAL_TIMEOUT_MS",
+        default_value_t = 600_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub body_total_timeout_ms: u64,
+    /// How long a keep-alive connection may wait for its next request, in ms; then it is
+    /// closed.
+    #[arg(
+        long,
+        env = "SLESS_KEEP_ALIVE_TIMEOUT_MS",
+        default_value_t = 75_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub keep_alive_timeout_ms: u64,
+    /// Most HTTP connections at once; one more is answered 503 with Retry-After and closed.
+    /// Keep it well below `ulimit -n`.
+    #[arg(
+        long,
+        env = "SLESS_MAX_CONNECTIONS",
+        default_value_t = 512,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_connections: u64,
+    /// Largest request head (request line and headers), in bytes; a larger one gets 431.
+    #[arg(
+        long,
+        env = "SLESS_MAX_HEADER_BYTES",
+        default_value_t = 65_536,
+        value_parser = clap::value_parser!(u64).range(1024..=16 * 1024 * 1024)
+    )]
+    pub max_header_bytes: u64,
+    /// Most header fields in a request; more get 431.
+    #[arg(
+        long,
+        env = "SLESS_MAX_HEADERS",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u64).range(1..=10_000)
+    )]
+    pub max_headers: u64,
     /// Log format.
     #[arg(long, env = "SLESS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

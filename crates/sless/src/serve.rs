@@ -13,7 +13,7 @@ use sless_core::invocation::Retention;
 use sless_core::traits::InvocationLog;
 use sless_core::traits::{BlobStore, Executor, Registry};
 use sless_local::{Interpreters, LocalConfig, LocalExecutor};
-use sless_server::{AdminToken, AppState, Guards, Limits, TokenKey};
+use sless_server::{AdminToken, AppState, Edge, Guards, Limits, TokenKey};
 use sless_store::{ObjectBlobStore, SqlRegistry};
 use tokio::net::TcpListener;
 
@@ -257,6 +257,20 @@ fn spawn_collector(
     })
 }
 
+/// The HTTP edge's timeouts and caps from the flags.
+fn edge(args: &ServerArgs) -> Edge {
+    let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    Edge {
+        header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+        body_read_timeout: Duration::from_millis(args.body_read_timeout_ms),
+        body_total_timeout: Duration::from_millis(args.body_total_timeout_ms),
+        keep_alive_timeout: Duration::from_millis(args.keep_alive_timeout_ms),
+        max_connections: count(args.max_connections),
+        max_header_bytes: count(args.max_header_bytes),
+        max_headers: count(args.max_headers),
+    }
+}
+
 /// The address `sless server` listens on unless told otherwise (`--listen`'s default): the
 /// one server whose connection is saved for the CLI in the user's config folder.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -385,7 +399,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
         Duration::from_secs(args.gc_interval_sec),
         stop.subscribe(),
     );
-    let server = tokio::spawn(sless_server::serve(listener, state, shutdown));
+    let server = tokio::spawn(sless_server::serve(listener, state, edge(args), shutdown));
     let controllers = sless_control::spawn_controllers(
         registry,
         executor_dyn,
@@ -516,6 +530,14 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::redact;
+
+    #[test]
+    fn the_edge_flags_default_to_the_documented_edge() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["sless", "server"]).expect("parse");
+        let crate::cli::Command::Server(args) = cli.command else { panic!("not server") };
+        assert_eq!(super::edge(&args), sless_server::Edge::default());
+    }
 
     #[test]
     fn passwords_are_not_shown() {
