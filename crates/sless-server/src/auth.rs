@@ -225,8 +225,19 @@ pub(crate) async fn require_access(
     let action = action(request.method(), route.as_str());
     let namespace = params.iter().find(|(k, _)| *k == "ns").map(|(_, v)| v.to_string());
     authorize(&principal, namespace.as_deref(), action).map_err(AppError::Forbidden)?;
-    if let Some(ns) = namespace.as_deref() {
-        admit_into(&state, &principal, ns, action).await?;
+    match (namespace.as_deref(), &principal) {
+        (Some(ns), _) => admit_into(&state, &principal, ns, action).await?,
+        // Routes outside a namespace (`/v1/tokens`, `/v1/namespaces`) take from the token's
+        // allowance in each of its namespaces.
+        (None, Principal::Token(grant)) => {
+            for ns in &grant.namespaces {
+                admit_into(&state, &principal, ns, Action::Read).await.or_else(|e| match e {
+                    AppError::Forbidden(_) => Ok(()),
+                    other => Err(other),
+                })?;
+            }
+        }
+        (None, Principal::PlatformAdmin) => {}
     }
     let admin_write = principal == Principal::PlatformAdmin && action == Action::Write;
     request.extensions_mut().insert(principal);

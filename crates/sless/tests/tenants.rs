@@ -345,6 +345,10 @@ async fn quotas_hold_their_numbers_exactly() {
     assert_eq!(raw.json_or_text()["quota"], "requests_per_minute");
     t2.get_function("one").await.expect("another token");
     server.client.in_namespace("small").get_function("one").await.expect("the platform admin is not limited");
+    // Routes outside a namespace take from the token's allowance too.
+    t2.list_namespaces().await.expect("2 of 3");
+    t2.list_namespaces().await.expect("3 of 3");
+    assert_eq!(t2.list_namespaces().await.expect_err("4 of 3").status(), Some(429));
 }
 
 #[tokio::test]
