@@ -103,6 +103,9 @@ pub enum Command {
     Token(ClientGroup<TokenCommand>),
     /// Create, list, show, set quotas of or delete namespaces (tenants).
     Namespace(ClientGroup<NamespaceCommand>),
+    /// Print the CustomResourceDefinitions of the Kubernetes backend (Function, Trigger,
+    /// FunctionJob) as YAML, for `kubectl apply -f -`.
+    Crds,
 }
 
 #[derive(Debug, Subcommand)]

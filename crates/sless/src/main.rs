@@ -74,6 +74,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Gc(c) => functions_cli::gc(&c.conn, c.args).await?,
         Command::Token(c) => tenants_cli::tokens(&c.conn, c.command).await?,
         Command::Namespace(c) => tenants_cli::namespaces(&c.conn, c.command).await?,
+        Command::Crds => print!("{}", sless_kube::crds_yaml()?),
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
