@@ -4,6 +4,7 @@
 //! and kept in `deploy/crds.yaml`).
 
 pub mod crd;
+pub mod workload;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
