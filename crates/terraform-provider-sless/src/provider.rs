@@ -138,19 +138,20 @@ impl Provider for SlessProvider {
         Some(())
     }
 
+    /// Names without the `sless_` prefix: `tf-provider` adds the provider's name.
     fn get_resources(&self, _diags: &mut Diagnostics) -> Option<HashMap<String, Box<dyn DynamicResource>>> {
         let mut m: HashMap<String, Box<dyn DynamicResource>> = HashMap::new();
-        m.insert("sless_function".into(), Box::new(crate::function::FunctionResource(self.conn.clone())));
-        m.insert("sless_trigger".into(), Box::new(crate::trigger::TriggerResource(self.conn.clone())));
-        m.insert("sless_function_job".into(), Box::new(crate::job::JobResource(self.conn.clone())));
-        m.insert("sless_token".into(), Box::new(crate::token::TokenResource(self.conn.clone())));
+        m.insert("function".into(), Box::new(crate::function::FunctionResource(self.conn.clone())));
+        m.insert("trigger".into(), Box::new(crate::trigger::TriggerResource(self.conn.clone())));
+        m.insert("function_job".into(), Box::new(crate::job::JobResource(self.conn.clone())));
+        m.insert("token".into(), Box::new(crate::token::TokenResource(self.conn.clone())));
         Some(m)
     }
 
     fn get_data_sources(&self, _diags: &mut Diagnostics) -> Option<HashMap<String, Box<dyn DynamicDataSource>>> {
         let mut m: HashMap<String, Box<dyn DynamicDataSource>> = HashMap::new();
-        m.insert("sless_function".into(), Box::new(crate::data::FunctionData(self.conn.clone())));
-        m.insert("sless_functions".into(), Box::new(crate::data::FunctionsData(self.conn.clone())));
+        m.insert("function".into(), Box::new(crate::data::FunctionData(self.conn.clone())));
+        m.insert("functions".into(), Box::new(crate::data::FunctionsData(self.conn.clone())));
         Some(m)
     }
 }
