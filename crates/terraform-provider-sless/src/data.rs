@@ -91,7 +91,7 @@ impl DataSource for FunctionData {
                 Some(FunctionDataState { inner: state.into() })
             }
             Ok(None) => {
-                diags.root_error(format!("sless_function {id:?} not found"), "Check the namespace and name.");
+                crate::error::add_root(diags, format!("sless_function {id:?} not found"), "Check the namespace and name.");
                 None
             }
             Err(e) => {

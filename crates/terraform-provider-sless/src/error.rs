@@ -1,9 +1,10 @@
 //! The provider's one error type, and how each error becomes a Terraform diagnostic that
 //! names the attribute at fault and says what to do.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
-use tf_provider::{AttributePath, Diagnostic};
+use tf_provider::{AttributePath, Diagnostic, Diagnostics};
 
 /// Everything a provider operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -121,12 +122,12 @@ pub fn diagnostic(err: &Error, ctx: &Context<'_>) -> Diagnostic {
     let what = format!("cannot {} {} {:?}", ctx.action, ctx.resource, ctx.id);
     match err {
         Error::Api(api) => api_diagnostic(api, ctx, &what),
-        Error::Source { .. } | Error::Zip { .. } => Diagnostic::new(
+        Error::Source { .. } | Error::Zip { .. } => crate::error::diag(
             format!("{what}: {err}"),
             format!("{}. Check that {} names a readable folder or file.", chain(err), ctx.code_attribute),
             AttributePath::new(ctx.code_attribute.to_string()),
         ),
-        Error::BuildFailed { log_tail, .. } => Diagnostic::new(
+        Error::BuildFailed { log_tail, .. } => crate::error::diag(
             format!("{what}: {err}"),
             format!(
                 "The build log ends with:\n\n{log_tail}\n\nFix the code in {} (or its dependencies) and apply again; \
@@ -135,16 +136,16 @@ pub fn diagnostic(err: &Error, ctx: &Context<'_>) -> Diagnostic {
             ),
             AttributePath::new(ctx.code_attribute.to_string()),
         ),
-        Error::NotReady { .. } => Diagnostic::root(
+        Error::NotReady { .. } => crate::error::root(
             format!("{what}: {err}"),
             "Fix the function's runtime, entrypoint or code and apply again.".to_string(),
         ),
-        Error::Timeout { .. } => Diagnostic::root(
+        Error::Timeout { .. } => crate::error::root(
             format!("{what}: {err}"),
             "The server is still working on it: raise the resource's timeout attribute, or apply again later."
                 .to_string(),
         ),
-        Error::JobFailed { .. } => Diagnostic::new(
+        Error::JobFailed { .. } => crate::error::diag(
             format!("{what}: {err}"),
             "The function answered with an error: see `sless invocations` for the run's record, fix the function \
              or the payload, then bump run_id to run the job again."
@@ -152,9 +153,9 @@ pub fn diagnostic(err: &Error, ctx: &Context<'_>) -> Diagnostic {
             AttributePath::new("run_id"),
         ),
         Error::Invalid { attribute, message } => {
-            Diagnostic::new(format!("{what}: invalid {attribute}"), message.clone(), AttributePath::new(*attribute))
+            crate::error::diag(format!("{what}: invalid {attribute}"), message.clone(), AttributePath::new(*attribute))
         }
-        Error::NotConfigured => Diagnostic::root(
+        Error::NotConfigured => crate::error::root(
             format!("{what}: the provider is not configured"),
             "Configure the sless provider (endpoint and token, or SLESS_URL and SLESS_TOKEN).".to_string(),
         ),
@@ -164,14 +165,14 @@ pub fn diagnostic(err: &Error, ctx: &Context<'_>) -> Diagnostic {
 fn api_diagnostic(err: &sless_client::Error, ctx: &Context<'_>, what: &str) -> Diagnostic {
     let Some(problem) = err.problem() else {
         return match err {
-            sless_client::Error::Transport { url, .. } => Diagnostic::root(
+            sless_client::Error::Transport { url, .. } => crate::error::root(
                 format!("{what}: cannot reach the sless server"),
                 format!(
                     "{}. Check the provider's endpoint (or SLESS_URL) and that the server runs (request: {url}).",
                     chain(err)
                 ),
             ),
-            _ => Diagnostic::root(format!("{what}: {err}"), chain(err)),
+            _ => crate::error::root(format!("{what}: {err}"), chain(err)),
         };
     };
     let server = &problem.detail;
@@ -243,8 +244,8 @@ fn api_diagnostic(err: &sless_client::Error, ctx: &Context<'_>, what: &str) -> D
     };
     let detail = format!("The server answered {}: {server}\n\n{advice}", problem.status);
     match path {
-        Some(p) => Diagnostic::new(summary, detail, p),
-        None => Diagnostic::root(summary, detail),
+        Some(p) => crate::error::diag(summary, detail, p),
+        None => crate::error::root(summary, detail),
     }
 }
 
@@ -258,4 +259,31 @@ fn chain(err: &dyn std::error::Error) -> String {
         cur = e.source();
     }
     out
+}
+
+/// A diagnostic on `attribute`. Built as a literal: `Diagnostic::new` appends a backtrace
+/// when `RUST_BACKTRACE` is set, and Terraform's crash detector takes the `panic:` in one
+/// for a crash of Terraform itself.
+pub fn diag(summary: impl Into<Cow<'static, str>>, detail: impl Into<Cow<'static, str>>, attribute: AttributePath) -> Diagnostic {
+    Diagnostic { summary: summary.into(), detail: detail.into(), attribute }
+}
+
+/// A diagnostic of the whole resource (no attribute).
+pub fn root(summary: impl Into<Cow<'static, str>>, detail: impl Into<Cow<'static, str>>) -> Diagnostic {
+    diag(summary, detail, AttributePath::root())
+}
+
+/// Adds an error diagnostic on `attribute`.
+pub fn add(
+    diags: &mut Diagnostics,
+    summary: impl Into<Cow<'static, str>>,
+    detail: impl Into<Cow<'static, str>>,
+    attribute: AttributePath,
+) {
+    diags.add_error(diag(summary, detail, attribute));
+}
+
+/// Adds an error diagnostic of the whole resource.
+pub fn add_root(diags: &mut Diagnostics, summary: impl Into<Cow<'static, str>>, detail: impl Into<Cow<'static, str>>) {
+    diags.add_error(root(summary, detail));
 }

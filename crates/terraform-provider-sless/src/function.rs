@@ -326,7 +326,7 @@ impl FunctionResource {
             p.namespace = Value::Value(c.namespace.clone());
         }
         if p.source_dir.is_value() && p.source_zip.is_value() {
-            diags.error("set source_dir or source_zip, not both", "Remove one of them.", AttributePath::new("source_zip"));
+            crate::error::add(diags, "set source_dir or source_zip, not both", "Remove one of them.", AttributePath::new("source_zip"));
             return None;
         }
         if p.namespace.is_value() && p.name.is_value() {
@@ -559,7 +559,7 @@ impl Resource for FunctionResource {
     async fn import<'a>(&self, diags: &mut Diagnostics, id: String) -> Option<(FunctionState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let Some((ns, name)) = split_id(&id, &c.namespace) else {
-            diags.root_error(
+            crate::error::add_root(diags, 
                 format!("cannot import sless_function {id:?}"),
                 "The import id is namespace/name (or name, in the provider's namespace).",
             );
@@ -573,7 +573,7 @@ impl Resource for FunctionResource {
         match fetch(&c.client.in_namespace(ns), name).await {
             Ok(Some((f, sha))) => Some((FunctionState::from_record(&f, sha, &prior), ValueEmpty::default())),
             Ok(None) => {
-                diags.root_error(format!("cannot import sless_function {id:?}: not found"), "Check the namespace and name.");
+                crate::error::add_root(diags, format!("cannot import sless_function {id:?}: not found"), "Check the namespace and name.");
                 None
             }
             Err(e) => {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use sless_client::Client;
 use tf_provider::schema::{Attribute, AttributeConstraint, AttributeType, Block, Description, Schema};
 use tf_provider::value::ValueEmpty;
-use tf_provider::{AttributePath, Diagnostic, Diagnostics, DynamicDataSource, DynamicResource, Provider};
+use tf_provider::{AttributePath, Diagnostics, DynamicDataSource, DynamicResource, Provider};
 
 use crate::util::{Str, s};
 
@@ -92,7 +92,7 @@ impl Provider for SlessProvider {
             return Some(());
         }
         let Some(endpoint) = setting(&config.endpoint, "SLESS_URL") else {
-            diags.add_error(Diagnostic::new(
+            diags.add_error(crate::error::diag(
                 "the sless provider needs an endpoint",
                 "Set endpoint in the provider block, or SLESS_URL, to the server's URL (e.g. http://127.0.0.1:8080).",
                 AttributePath::new("endpoint"),
@@ -100,7 +100,7 @@ impl Provider for SlessProvider {
             return None;
         };
         let Some(token) = setting(&config.token, "SLESS_TOKEN") else {
-            diags.add_error(Diagnostic::new(
+            diags.add_error(crate::error::diag(
                 "the sless provider needs a token",
                 "Set token in the provider block, or SLESS_TOKEN: the admin token or a tenant token (slt_…).",
                 AttributePath::new("token"),
@@ -111,7 +111,7 @@ impl Provider for SlessProvider {
         let http = match reqwest_client() {
             Ok(h) => h,
             Err(e) => {
-                diags.root_error("cannot set up the HTTP client", e);
+                crate::error::add_root(diags, "cannot set up the HTTP client", e);
                 return None;
             }
         };
@@ -131,7 +131,7 @@ impl Provider for SlessProvider {
                 ),
                 _ => format!("{e}. Check endpoint (or SLESS_URL): {endpoint} should be a running sless server."),
             };
-            diags.add_error(Diagnostic::new(summary, detail, AttributePath::new(attribute)));
+            diags.add_error(crate::error::diag(summary, detail, AttributePath::new(attribute)));
             return None;
         }
         let _ = self.conn.set(Conn { client, namespace });
@@ -176,7 +176,7 @@ pub(crate) fn conn(shared: &Shared, diags: &mut Diagnostics) -> Option<Conn> {
     match shared.get() {
         Some(c) => Some(c.clone()),
         None => {
-            diags.root_error(
+            crate::error::add_root(diags, 
                 "the sless provider is not configured",
                 "Configure the provider (endpoint and token, or SLESS_URL and SLESS_TOKEN).",
             );

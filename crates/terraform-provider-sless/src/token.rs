@@ -169,7 +169,7 @@ impl Resource for TokenResource {
         let role: Role = match serde_json::from_value(serde_json::json!(s(&planned.role).unwrap_or_default())) {
             Ok(r) => r,
             Err(_) => {
-                diags.error(
+                crate::error::add(diags, 
                     "invalid role",
                     "role must be viewer, invoker, developer or admin.",
                     AttributePath::new("role"),
@@ -181,7 +181,7 @@ impl Resource for TokenResource {
             None => None,
             Some(Ok(t)) => Some(t.with_timezone(&Utc)),
             Some(Err(e)) => {
-                diags.error(
+                crate::error::add(diags, 
                     "invalid expires_at",
                     format!("expires_at must be an RFC 3339 time such as 2027-01-01T00:00:00Z ({e})."),
                     AttributePath::new("expires_at"),
@@ -227,7 +227,7 @@ impl Resource for TokenResource {
         match self.find(&c.client, &id).await {
             Ok(Some(r)) => Some((TokenState::from_record(&r, &TokenState::default()), ValueEmpty::default())),
             Ok(None) => {
-                diags.root_error(format!("cannot import sless_token {id:?}: not found"), "The import id is the token's id, tok_…");
+                crate::error::add_root(diags, format!("cannot import sless_token {id:?}: not found"), "The import id is the token's id, tok_…");
                 None
             }
             Err(e) => {

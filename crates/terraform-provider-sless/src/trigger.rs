@@ -169,7 +169,7 @@ impl TriggerResource {
             p.namespace = Value::Value(c.namespace.clone());
         }
         if let Err(message) = payload_json(&p.payload) {
-            diags.error("invalid payload", message, AttributePath::new("payload"));
+            crate::error::add(diags, "invalid payload", message, AttributePath::new("payload"));
             return None;
         }
         let (ns, name) = p.ns_name();
@@ -339,14 +339,14 @@ impl Resource for TriggerResource {
     async fn import<'a>(&self, diags: &mut Diagnostics, id: String) -> Option<(TriggerState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let Some((ns, name)) = split_id(&id, &c.namespace) else {
-            diags.root_error(format!("cannot import sless_trigger {id:?}"), "The import id is namespace/name.");
+            crate::error::add_root(diags, format!("cannot import sless_trigger {id:?}"), "The import id is namespace/name.");
             return None;
         };
         let prior = TriggerState { namespace: Value::Value(ns.into()), name: Value::Value(name.into()), ..Default::default() };
         match self.fetch(&c.client.in_namespace(ns), name, &prior).await {
             Ok(Some(s)) => Some((s, ValueEmpty::default())),
             Ok(None) => {
-                diags.root_error(format!("cannot import sless_trigger {id:?}: not found"), "Check the namespace and name.");
+                crate::error::add_root(diags, format!("cannot import sless_trigger {id:?}: not found"), "Check the namespace and name.");
                 None
             }
             Err(e) => {

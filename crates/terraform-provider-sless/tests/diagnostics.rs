@@ -76,3 +76,15 @@ fn a_quota_names_the_quota() {
     let d = diag(&api(403, serde_json::json!({"type": "https://sless.dev/problems/quota-exceeded", "detail": "limit 2", "quota": "max_functions"})));
     assert!(d.summary.contains("quota max_functions exceeded"), "{}", d.summary);
 }
+
+#[test]
+fn regression_a_backtrace_never_reaches_a_diagnostic() {
+    // Terraform takes a `panic:` in a diagnostic (as in a Rust backtrace, which
+    // `Diagnostic::new` appends under RUST_BACKTRACE) for its own crash; terraform.rs runs
+    // the provider with RUST_BACKTRACE=1 to pin it end to end.
+    let err = Error::NotConfigured;
+    let d = diag(&err);
+    assert!(!d.detail.contains("backtrace") && !d.detail.contains("panic"), "{}", d.detail);
+    let d = diag(&api(500, serde_json::json!({"detail": "boom"})));
+    assert!(!d.detail.contains("panic"), "{}", d.detail);
+}

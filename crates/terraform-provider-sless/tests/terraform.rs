@@ -180,6 +180,8 @@ impl Tf {
             .env("SLESS_TOKEN", &self.token)
             .env_remove("SLESS_NAMESPACE")
             .env_remove("TF_LOG")
+            // Regression: a backtrace in a diagnostic made Terraform report its own crash.
+            .env("RUST_BACKTRACE", "1")
             .output()
             .expect("run terraform");
         eprintln!(
@@ -190,6 +192,8 @@ impl Tf {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!all.contains("TERRAFORM CRASH"), "terraform {args:?} crashed:\n{all}");
         out
     }
 
