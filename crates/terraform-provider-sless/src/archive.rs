@@ -70,7 +70,8 @@ pub fn zip_dir(dir: &Path) -> Result<Vec<u8>> {
             .last_modified_time(zip::DateTime::default());
         if meta.file_type().is_symlink() {
             let target = std::fs::read_link(path).map_err(|e| source(path, e))?;
-            zip.add_symlink(name.as_str(), target.to_string_lossy(), options.unix_permissions(0o777)).map_err(zip_err)?;
+            zip.add_symlink(name.as_str(), target.to_string_lossy(), options.unix_permissions(0o777))
+                .map_err(zip_err)?;
         } else {
             let bytes = std::fs::read(path).map_err(|e| source(path, e))?;
             zip.start_file(name.as_str(), options).map_err(zip_err)?;

@@ -78,12 +78,23 @@ impl DataSource for FunctionData {
         Some(function_schema(true))
     }
 
-    async fn read<'a>(&self, diags: &mut Diagnostics, config: FunctionDataState, _m: ValueEmpty) -> Option<FunctionDataState> {
+    async fn read<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        config: FunctionDataState,
+        _m: ValueEmpty,
+    ) -> Option<FunctionDataState> {
         let c = conn(&self.0, diags)?;
         let ns = s(&config.inner.namespace).unwrap_or(&c.namespace).to_string();
         let name = s(&config.inner.name).unwrap_or_default().to_string();
         let id = format!("{ns}/{name}");
-        let ctx = Context { resource: "sless_function", action: "read", id: &id, attributes: &ATTRIBUTES, code_attribute: "name" };
+        let ctx = Context {
+            resource: "sless_function",
+            action: "read",
+            id: &id,
+            attributes: &ATTRIBUTES,
+            code_attribute: "name",
+        };
         let prior = FunctionState { env: Value::Value(Default::default()), ..Default::default() };
         match fetch(&c.client.in_namespace(&ns), &name).await {
             Ok(Some((f, sha))) => {
@@ -91,7 +102,11 @@ impl DataSource for FunctionData {
                 Some(FunctionDataState { inner: state.into() })
             }
             Ok(None) => {
-                crate::error::add_root(diags, format!("sless_function {id:?} not found"), "Check the namespace and name.");
+                crate::error::add_root(
+                    diags,
+                    format!("sless_function {id:?} not found"),
+                    "Check the namespace and name.",
+                );
                 None
             }
             Err(e) => {
@@ -131,22 +146,40 @@ impl DataSource for FunctionsData {
 
     fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
         let item = T::Object(
-            [("name", T::String), ("runtime", T::String), ("phase", T::String), ("version", T::Number), ("url", T::String)]
-                .into_iter()
-                .map(|(k, t)| (k.to_string(), t))
-                .collect(),
+            [
+                ("name", T::String),
+                ("runtime", T::String),
+                ("phase", T::String),
+                ("version", T::Number),
+                ("url", T::String),
+            ]
+            .into_iter()
+            .map(|(k, t)| (k.to_string(), t))
+            .collect(),
         );
         Some(schema(
             "The functions of a namespace, by name.",
             vec![
                 ("namespace", attr(T::String, C::OptionalComputed, "The namespace; the provider's by default.")),
                 ("names", attr(T::List(T::String.into()), C::Computed, "Their names, sorted.")),
-                ("functions", attr(T::List(item.into()), C::Computed, "Each function's name, runtime, phase, active version and invoke URL.")),
+                (
+                    "functions",
+                    attr(
+                        T::List(item.into()),
+                        C::Computed,
+                        "Each function's name, runtime, phase, active version and invoke URL.",
+                    ),
+                ),
             ],
         ))
     }
 
-    async fn read<'a>(&self, diags: &mut Diagnostics, config: FunctionsState, _m: ValueEmpty) -> Option<FunctionsState> {
+    async fn read<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        config: FunctionsState,
+        _m: ValueEmpty,
+    ) -> Option<FunctionsState> {
         let c = conn(&self.0, diags)?;
         let ns = s(&config.namespace).unwrap_or(&c.namespace).to_string();
         match list_all(&c.client.in_namespace(&ns)).await {
@@ -155,7 +188,10 @@ impl DataSource for FunctionsData {
                     .iter()
                     .map(|f| FunctionSummary {
                         name: Value::Value(f.record.name.clone()),
-                        runtime: serde_json::to_value(f.record.spec.runtime).ok().and_then(|v| v.as_str().map(str::to_string)).into(),
+                        runtime: serde_json::to_value(f.record.spec.runtime)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .into(),
                         phase: Value::Value(format!("{:?}", f.record.status.phase)),
                         version: f.record.active_version.map(i64::from).into(),
                         url: Value::Value(f.url.clone()),
@@ -168,7 +204,13 @@ impl DataSource for FunctionsData {
                 })
             }
             Err(e) => {
-                let ctx = Context { resource: "sless_functions", action: "read", id: &ns, attributes: &["namespace"], code_attribute: "namespace" };
+                let ctx = Context {
+                    resource: "sless_functions",
+                    action: "read",
+                    id: &ns,
+                    attributes: &["namespace"],
+                    code_attribute: "namespace",
+                };
                 diags.add_error(diagnostic(&e.into(), &ctx));
                 None
             }

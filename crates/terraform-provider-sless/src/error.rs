@@ -240,7 +240,11 @@ fn api_diagnostic(err: &sless_client::Error, ctx: &Context<'_>, what: &str) -> D
             "The token's requests_per_minute is used up: apply again later, or with -parallelism=1.".to_string(),
             None,
         ),
-        _ => (format!("{what}: the server failed"), "Apply again; if it persists, see the server's log.".to_string(), None),
+        _ => (
+            format!("{what}: the server failed"),
+            "Apply again; if it persists, see the server's log.".to_string(),
+            None,
+        ),
     };
     let detail = format!("The server answered {}: {server}\n\n{advice}", problem.status);
     match path {
@@ -264,7 +268,11 @@ fn chain(err: &dyn std::error::Error) -> String {
 /// A diagnostic on `attribute`. Built as a literal: `Diagnostic::new` appends a backtrace
 /// when `RUST_BACKTRACE` is set, and Terraform's crash detector takes the `panic:` in one
 /// for a crash of Terraform itself.
-pub fn diag(summary: impl Into<Cow<'static, str>>, detail: impl Into<Cow<'static, str>>, attribute: AttributePath) -> Diagnostic {
+pub fn diag(
+    summary: impl Into<Cow<'static, str>>,
+    detail: impl Into<Cow<'static, str>>,
+    attribute: AttributePath,
+) -> Diagnostic {
     Diagnostic { summary: summary.into(), detail: detail.into(), attribute }
 }
 

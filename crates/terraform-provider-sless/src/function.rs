@@ -97,8 +97,17 @@ pub struct FunctionState {
 pub struct FunctionResource(pub Shared);
 
 /// The attributes of the spec, in the API's names.
-const SPEC: [&str; 9] =
-    ["runtime", "entrypoint", "memory_mb", "timeout_sec", "concurrency", "max_instances", "idle_timeout_sec", "env", "enabled"];
+const SPEC: [&str; 9] = [
+    "runtime",
+    "entrypoint",
+    "memory_mb",
+    "timeout_sec",
+    "concurrency",
+    "max_instances",
+    "idle_timeout_sec",
+    "env",
+    "enabled",
+];
 
 impl FunctionState {
     fn ns_name(&self) -> (String, String) {
@@ -173,7 +182,7 @@ impl FunctionState {
             source_dir: prior.source_dir.clone(),
             source_zip: prior.source_zip.clone(),
             source_sha256: sha.into(),
-            ready_timeout_sec: prior.ready_timeout_sec.clone(),
+            ready_timeout_sec: prior.ready_timeout_sec,
             version: r.active_version.map(i64::from).into(),
             phase: Value::Value(format!("{:?}", r.status.phase)),
             url: Value::Value(f.url.clone()),
@@ -307,26 +316,39 @@ impl FunctionResource {
     async fn deploy(&self, c: &Client, planned: &FunctionState, known_sha: Option<&str>) -> Result<FunctionState> {
         let (_, name) = planned.ns_name();
         let mut version = None;
-        if let Some(zip) = code(planned)? {
-            if known_sha != Some(archive::sha256(&zip).as_str()) {
-                version = Some(c.upload_code(&name, zip).await?.version);
-            }
+        if let Some(zip) = code(planned)?
+            && known_sha != Some(archive::sha256(&zip).as_str())
+        {
+            version = Some(c.upload_code(&name, zip).await?.version);
         }
         wait_ready(c, &name, version, planned.ready_timeout()).await?;
         let (f, sha) = fetch(c, &name).await?.ok_or_else(|| {
-            Error::Api(sless_client::Error::Unexpected { what: name.clone(), message: "deleted while deploying".into() })
+            Error::Api(sless_client::Error::Unexpected {
+                what: name.clone(),
+                message: "deleted while deploying".into(),
+            })
         })?;
         Ok(FunctionState::from_record(&f, sha, planned))
     }
 
     /// The plan: the configuration with the namespace and the computed values filled in.
-    fn plan(&self, diags: &mut Diagnostics, prior: Option<&FunctionState>, mut p: FunctionState) -> Option<FunctionState> {
+    fn plan(
+        &self,
+        diags: &mut Diagnostics,
+        prior: Option<&FunctionState>,
+        mut p: FunctionState,
+    ) -> Option<FunctionState> {
         let c = conn(&self.0, diags)?;
         if p.namespace.is_null() {
             p.namespace = Value::Value(c.namespace.clone());
         }
         if p.source_dir.is_value() && p.source_zip.is_value() {
-            crate::error::add(diags, "set source_dir or source_zip, not both", "Remove one of them.", AttributePath::new("source_zip"));
+            crate::error::add(
+                diags,
+                "set source_dir or source_zip, not both",
+                "Remove one of them.",
+                AttributePath::new("source_zip"),
+            );
             return None;
         }
         if p.namespace.is_value() && p.name.is_value() {
@@ -349,13 +371,13 @@ impl FunctionResource {
         };
         match prior {
             Some(q) if !q.spec_differs(&p) && q.source_sha256 == p.source_sha256 => {
-                p.version = q.version.clone();
+                p.version = q.version;
                 p.phase = q.phase.clone();
                 p.url = q.url.clone();
                 p.resource_version = q.resource_version.clone();
             }
             Some(q) => {
-                p.version = if q.source_sha256 == p.source_sha256 { q.version.clone() } else { Value::Unknown };
+                p.version = if q.source_sha256 == p.source_sha256 { q.version } else { Value::Unknown };
                 p.phase = Value::Value("Ready".into());
                 p.url = q.url.clone();
                 p.resource_version = Value::Unknown;
@@ -379,27 +401,70 @@ pub fn function_schema(data: bool) -> Schema {
     env.sensitive = true;
     let mut attrs = vec![
         ("id", attr(T::String, C::Computed, "`namespace/name`.")),
-        ("namespace", attr(T::String, if data { C::Optional } else { C::OptionalComputed }, "The namespace; the provider's `namespace` by default. Changing it replaces the function.")),
-        ("name", attr(T::String, C::Required, "The function's name (DNS-1123 label). Changing it replaces the function.")),
+        (
+            "namespace",
+            attr(
+                T::String,
+                if data { C::Optional } else { C::OptionalComputed },
+                "The namespace; the provider's `namespace` by default. Changing it replaces the function.",
+            ),
+        ),
+        (
+            "name",
+            attr(T::String, C::Required, "The function's name (DNS-1123 label). Changing it replaces the function."),
+        ),
         ("runtime", attr(T::String, if data { C::Computed } else { C::Required }, "`python3.11` or `nodejs20`.")),
-        ("entrypoint", attr(T::String, if data { C::Computed } else { C::Required }, "`[folder/]module.function`, e.g. `main.handler`.")),
+        (
+            "entrypoint",
+            attr(
+                T::String,
+                if data { C::Computed } else { C::Required },
+                "`[folder/]module.function`, e.g. `main.handler`.",
+            ),
+        ),
         ("memory_mb", opt(T::Number, "Memory of one instance, MiB (64–4096; the server's default 128).")),
         ("timeout_sec", opt(T::Number, "Longest call, seconds (1–900; default 30).")),
         ("concurrency", opt(T::Number, "Calls one instance takes at once (1–100; default 1).")),
         ("max_instances", opt(T::Number, "Most instances at once (1–1000; unset: the server's default).")),
-        ("idle_timeout_sec", opt(T::Number, "Seconds an idle instance is kept (1–86400; unset: the server's default).")),
+        (
+            "idle_timeout_sec",
+            opt(T::Number, "Seconds an idle instance is kept (1–86400; unset: the server's default)."),
+        ),
         ("env", env),
         ("enabled", opt(T::Bool, "Whether the function answers calls (default true).")),
-        ("source_sha256", attr(T::String, C::Computed, "Lowercase hex SHA-256 of the code archive (the deterministic zip of `source_dir`, or `source_zip`'s bytes).")),
+        (
+            "source_sha256",
+            attr(
+                T::String,
+                C::Computed,
+                "Lowercase hex SHA-256 of the code archive (the deterministic zip of `source_dir`, or `source_zip`'s bytes).",
+            ),
+        ),
         ("version", attr(T::Number, C::Computed, "The active version.")),
         ("phase", attr(T::String, C::Computed, "`Pending`, `Building`, `Ready` or `Failed`.")),
-        ("url", attr(T::String, C::Computed, "The invoke URL (needs a token; an http trigger publishes `/fn/{ns}/{name}`).")),
-        ("resource_version", attr(T::String, C::Computed, "The server's version of the spec; sent as `If-Match` on every update.")),
+        (
+            "url",
+            attr(
+                T::String,
+                C::Computed,
+                "The invoke URL (needs a token; an http trigger publishes `/fn/{ns}/{name}`).",
+            ),
+        ),
+        (
+            "resource_version",
+            attr(T::String, C::Computed, "The server's version of the spec; sent as `If-Match` on every update."),
+        ),
     ];
     if !data {
         attrs.push(("source_dir", attr(T::String, C::Optional, "A folder with the function's code, zipped deterministically (docs/terraform.md lists what is skipped).")));
-        attrs.push(("source_zip", attr(T::String, C::Optional, "A prepared zip file of the code (instead of `source_dir`).")));
-        attrs.push(("ready_timeout_sec", attr(T::Number, C::Optional, "Seconds create and update wait for the function to be Ready (default 300).")));
+        attrs.push((
+            "source_zip",
+            attr(T::String, C::Optional, "A prepared zip file of the code (instead of `source_dir`)."),
+        ));
+        attrs.push((
+            "ready_timeout_sec",
+            attr(T::Number, C::Optional, "Seconds create and update wait for the function to be Ready (default 300)."),
+        ));
     }
     schema("A sless function: its spec and its code.", attrs)
 }
@@ -559,7 +624,8 @@ impl Resource for FunctionResource {
     async fn import<'a>(&self, diags: &mut Diagnostics, id: String) -> Option<(FunctionState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let Some((ns, name)) = split_id(&id, &c.namespace) else {
-            crate::error::add_root(diags, 
+            crate::error::add_root(
+                diags,
                 format!("cannot import sless_function {id:?}"),
                 "The import id is namespace/name (or name, in the provider's namespace).",
             );
@@ -573,7 +639,11 @@ impl Resource for FunctionResource {
         match fetch(&c.client.in_namespace(ns), name).await {
             Ok(Some((f, sha))) => Some((FunctionState::from_record(&f, sha, &prior), ValueEmpty::default())),
             Ok(None) => {
-                crate::error::add_root(diags, format!("cannot import sless_function {id:?}: not found"), "Check the namespace and name.");
+                crate::error::add_root(
+                    diags,
+                    format!("cannot import sless_function {id:?}: not found"),
+                    "Check the namespace and name.",
+                );
                 None
             }
             Err(e) => {
@@ -583,4 +653,3 @@ impl Resource for FunctionResource {
         }
     }
 }
-

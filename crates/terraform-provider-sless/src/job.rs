@@ -101,7 +101,7 @@ impl JobState {
     }
 
     fn spec(&self) -> (Str, Num, Str, Bool) {
-        (self.function.clone(), self.run_id.clone(), self.payload.clone(), self.enabled.clone())
+        (self.function.clone(), self.run_id, self.payload.clone(), self.enabled)
     }
 
     fn spec_json(&self) -> Result<Json> {
@@ -114,7 +114,8 @@ impl JobState {
         if let Some(n) = self.run_id.as_ref_option() {
             m.insert("run_id".into(), json!(n));
         }
-        let payload = payload_json(&self.payload).map_err(|message| Error::Invalid { attribute: "payload", message })?;
+        let payload =
+            payload_json(&self.payload).map_err(|message| Error::Invalid { attribute: "payload", message })?;
         if !payload.is_null() {
             m.insert("payload".into(), payload);
         }
@@ -134,8 +135,8 @@ impl JobState {
             run_id: keep_null(&prior.run_id, i64::try_from(r.spec.run_id).unwrap_or(i64::MAX), 0),
             payload: payload_state(&prior.payload, &r.spec.payload),
             enabled: keep_null(&prior.enabled, r.spec.enabled, true),
-            wait: prior.wait.clone(),
-            wait_timeout_sec: prior.wait_timeout_sec.clone(),
+            wait: prior.wait,
+            wait_timeout_sec: prior.wait_timeout_sec,
             phase: Value::Value(format!("{:?}", r.status.phase)),
             last_run_id: r.status.last_run_id.and_then(|n| i64::try_from(n).ok()).into(),
             last_status_code: run.map(|r| i64::from(r.status_code)).into(),
@@ -215,12 +216,16 @@ impl JobResource {
             return None;
         }
         let (ns, name) = p.ns_name();
-        p.id = if p.name.is_value() && p.namespace.is_value() { Value::Value(format!("{ns}/{name}")) } else { Value::Unknown };
+        p.id = if p.name.is_value() && p.namespace.is_value() {
+            Value::Value(format!("{ns}/{name}"))
+        } else {
+            Value::Unknown
+        };
         match prior {
             Some(q) if q.spec() == p.spec() => {
                 p.phase = q.phase.clone();
-                p.last_run_id = q.last_run_id.clone();
-                p.last_status_code = q.last_status_code.clone();
+                p.last_run_id = q.last_run_id;
+                p.last_status_code = q.last_status_code;
                 p.last_invocation_id = q.last_invocation_id.clone();
                 p.resource_version = q.resource_version.clone();
             }
@@ -253,13 +258,33 @@ fn job_schema() -> Schema {
         "A one-off run of a sless function, run again whenever `run_id` changes.",
         vec![
             ("id", attr(T::String, C::Computed, "`namespace/name`.")),
-            ("namespace", attr(T::String, C::OptionalComputed, "The namespace; the provider's by default. Changing it replaces the job.")),
+            (
+                "namespace",
+                attr(
+                    T::String,
+                    C::OptionalComputed,
+                    "The namespace; the provider's by default. Changing it replaces the job.",
+                ),
+            ),
             ("name", attr(T::String, C::Required, "The job's name. Changing it replaces the job.")),
-            ("function", attr(T::String, C::Required, "The function it calls (same namespace; it need not be Ready yet).")),
-            ("run_id", attr(T::Number, C::Optional, "The run: a new value runs the job again; 0 (default) never runs it.")),
+            (
+                "function",
+                attr(T::String, C::Required, "The function it calls (same namespace; it need not be Ready yet)."),
+            ),
+            (
+                "run_id",
+                attr(T::Number, C::Optional, "The run: a new value runs the job again; 0 (default) never runs it."),
+            ),
             ("payload", attr(T::String, C::Optional, "The event's `payload`, as JSON text (`jsonencode({...})`).")),
             ("enabled", attr(T::Bool, C::Optional, "Whether it runs (default true).")),
-            ("wait", attr(T::Bool, C::Optional, "Whether apply waits for the run to finish, and fails when it fails (default true).")),
+            (
+                "wait",
+                attr(
+                    T::Bool,
+                    C::Optional,
+                    "Whether apply waits for the run to finish, and fails when it fails (default true).",
+                ),
+            ),
             ("wait_timeout_sec", attr(T::Number, C::Optional, "Seconds apply waits for the run (default 300).")),
             ("phase", attr(T::String, C::Computed, "`Skipped`, `Waiting`, `Running`, `Succeeded` or `Failed`.")),
             ("last_run_id", attr(T::Number, C::Computed, "The `run_id` of the last run.")),
@@ -280,7 +305,13 @@ impl Resource for JobResource {
         Some(job_schema())
     }
 
-    async fn read<'a>(&self, diags: &mut Diagnostics, state: JobState, private: ValueEmpty, _m: ValueEmpty) -> Option<(JobState, ValueEmpty)> {
+    async fn read<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        state: JobState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<(JobState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let (ns, name) = state.ns_name();
         match self.fetch(&c.client.in_namespace(&ns), &name, &state).await {
@@ -292,7 +323,13 @@ impl Resource for JobResource {
         }
     }
 
-    async fn plan_create<'a>(&self, diags: &mut Diagnostics, proposed: JobState, _c: JobState, _m: ValueEmpty) -> Option<(JobState, ValueEmpty)> {
+    async fn plan_create<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        proposed: JobState,
+        _c: JobState,
+        _m: ValueEmpty,
+    ) -> Option<(JobState, ValueEmpty)> {
         Some((self.plan(diags, None, proposed)?, ValueEmpty::default()))
     }
 
@@ -315,11 +352,24 @@ impl Resource for JobResource {
         Some((planned, private, replace))
     }
 
-    async fn plan_destroy<'a>(&self, _d: &mut Diagnostics, _p: JobState, private: ValueEmpty, _m: ValueEmpty) -> Option<ValueEmpty> {
+    async fn plan_destroy<'a>(
+        &self,
+        _d: &mut Diagnostics,
+        _p: JobState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<ValueEmpty> {
         Some(private)
     }
 
-    async fn create<'a>(&self, diags: &mut Diagnostics, planned: JobState, _c: JobState, private: ValueEmpty, _m: ValueEmpty) -> Option<(JobState, ValueEmpty)> {
+    async fn create<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        planned: JobState,
+        _c: JobState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<(JobState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let (ns, name) = planned.ns_name();
         let client = c.client.in_namespace(&ns);
@@ -355,7 +405,9 @@ impl Resource for JobResource {
         let tag = prior.resource_version.as_ref_option().map(etag);
         let result = if prior.spec() == planned.spec() {
             self.fetch(&client, &name, &planned).await.and_then(|s| {
-                s.ok_or_else(|| Error::Api(sless_client::Error::Unexpected { what: name.clone(), message: "deleted".into() }))
+                s.ok_or_else(|| {
+                    Error::Api(sless_client::Error::Unexpected { what: name.clone(), message: "deleted".into() })
+                })
             })
         } else {
             match planned.spec_json() {
@@ -375,7 +427,13 @@ impl Resource for JobResource {
         }
     }
 
-    async fn destroy<'a>(&self, diags: &mut Diagnostics, prior: JobState, _p: ValueEmpty, _m: ValueEmpty) -> Option<()> {
+    async fn destroy<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        prior: JobState,
+        _p: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<()> {
         let c = conn(&self.0, diags)?;
         let (ns, name) = prior.ns_name();
         let client = c.client.in_namespace(&ns);
@@ -402,14 +460,23 @@ impl Resource for JobResource {
     async fn import<'a>(&self, diags: &mut Diagnostics, id: String) -> Option<(JobState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let Some((ns, name)) = split_id(&id, &c.namespace) else {
-            crate::error::add_root(diags, format!("cannot import sless_function_job {id:?}"), "The import id is namespace/name.");
+            crate::error::add_root(
+                diags,
+                format!("cannot import sless_function_job {id:?}"),
+                "The import id is namespace/name.",
+            );
             return None;
         };
-        let prior = JobState { namespace: Value::Value(ns.into()), name: Value::Value(name.into()), ..Default::default() };
+        let prior =
+            JobState { namespace: Value::Value(ns.into()), name: Value::Value(name.into()), ..Default::default() };
         match self.fetch(&c.client.in_namespace(ns), name, &prior).await {
             Ok(Some(s)) => Some((s, ValueEmpty::default())),
             Ok(None) => {
-                crate::error::add_root(diags, format!("cannot import sless_function_job {id:?}: not found"), "Check the namespace and name.");
+                crate::error::add_root(
+                    diags,
+                    format!("cannot import sless_function_job {id:?}: not found"),
+                    "Check the namespace and name.",
+                );
                 None
             }
             Err(e) => {

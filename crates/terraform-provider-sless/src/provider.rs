@@ -75,14 +75,29 @@ impl Provider for SlessProvider {
 
     fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
         use AttributeConstraint::Optional;
-        let mut token = attr(AttributeType::String, Optional, "A bearer token (admin or tenant `slt_…`); else `SLESS_TOKEN`.");
+        let mut token =
+            attr(AttributeType::String, Optional, "A bearer token (admin or tenant `slt_…`); else `SLESS_TOKEN`.");
         token.sensitive = true;
         Some(schema(
             "sless: functions, triggers, jobs and tokens of a sless server.",
             vec![
-                ("endpoint", attr(AttributeType::String, Optional, "The server's URL, e.g. `http://127.0.0.1:8080`; else `SLESS_URL`.")),
+                (
+                    "endpoint",
+                    attr(
+                        AttributeType::String,
+                        Optional,
+                        "The server's URL, e.g. `http://127.0.0.1:8080`; else `SLESS_URL`.",
+                    ),
+                ),
                 ("token", token),
-                ("namespace", attr(AttributeType::String, Optional, "The default namespace; else `SLESS_NAMESPACE`, else `default`.")),
+                (
+                    "namespace",
+                    attr(
+                        AttributeType::String,
+                        Optional,
+                        "The default namespace; else `SLESS_NAMESPACE`, else `default`.",
+                    ),
+                ),
             ],
         ))
     }
@@ -176,7 +191,8 @@ pub(crate) fn conn(shared: &Shared, diags: &mut Diagnostics) -> Option<Conn> {
     match shared.get() {
         Some(c) => Some(c.clone()),
         None => {
-            crate::error::add_root(diags, 
+            crate::error::add_root(
+                diags,
                 "the sless provider is not configured",
                 "Configure the provider (endpoint and token, or SLESS_URL and SLESS_TOKEN).",
             );

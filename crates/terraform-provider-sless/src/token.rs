@@ -92,14 +92,18 @@ impl Resource for TokenResource {
     type ProviderMetaState<'a> = ValueEmpty;
 
     fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
-        let mut secret = attr(T::String, C::Computed, "The secret (`slt_…`), shown once at create: null after an import.");
+        let mut secret =
+            attr(T::String, C::Computed, "The secret (`slt_…`), shown once at create: null after an import.");
         secret.sensitive = true;
         Some(schema(
             "A tenant token: a role over namespaces. Any change replaces it (a new secret).",
             vec![
                 ("id", attr(T::String, C::Computed, "`tok_<16 hex>`; the import id.")),
                 ("role", attr(T::String, C::Required, "`viewer`, `invoker`, `developer` or `admin`.")),
-                ("namespaces", attr(T::List(T::String.into()), C::Required, "The namespaces it reaches (each must exist).")),
+                (
+                    "namespaces",
+                    attr(T::List(T::String.into()), C::Required, "The namespaces it reaches (each must exist)."),
+                ),
                 ("description", attr(T::String, C::Optional, "A note, e.g. `ci`.")),
                 ("expires_at", attr(T::String, C::Optional, "When it stops working, RFC 3339 (unset: never).")),
                 ("token", secret),
@@ -108,7 +112,13 @@ impl Resource for TokenResource {
         ))
     }
 
-    async fn read<'a>(&self, diags: &mut Diagnostics, state: TokenState, private: ValueEmpty, _m: ValueEmpty) -> Option<(TokenState, ValueEmpty)> {
+    async fn read<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        state: TokenState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<(TokenState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         match self.find(&c.client, &state.id()).await {
             Ok(found) => found.map(|r| (TokenState::from_record(&r, &state), private)),
@@ -119,7 +129,13 @@ impl Resource for TokenResource {
         }
     }
 
-    async fn plan_create<'a>(&self, _d: &mut Diagnostics, mut p: TokenState, _c: TokenState, _m: ValueEmpty) -> Option<(TokenState, ValueEmpty)> {
+    async fn plan_create<'a>(
+        &self,
+        _d: &mut Diagnostics,
+        mut p: TokenState,
+        _c: TokenState,
+        _m: ValueEmpty,
+    ) -> Option<(TokenState, ValueEmpty)> {
         p.id = Value::Unknown;
         p.token = Value::Unknown;
         p.created_at = Value::Unknown;
@@ -160,16 +176,30 @@ impl Resource for TokenResource {
         Some((p, private, replace))
     }
 
-    async fn plan_destroy<'a>(&self, _d: &mut Diagnostics, _p: TokenState, private: ValueEmpty, _m: ValueEmpty) -> Option<ValueEmpty> {
+    async fn plan_destroy<'a>(
+        &self,
+        _d: &mut Diagnostics,
+        _p: TokenState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<ValueEmpty> {
         Some(private)
     }
 
-    async fn create<'a>(&self, diags: &mut Diagnostics, planned: TokenState, _c: TokenState, private: ValueEmpty, _m: ValueEmpty) -> Option<(TokenState, ValueEmpty)> {
+    async fn create<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        planned: TokenState,
+        _c: TokenState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<(TokenState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let role: Role = match serde_json::from_value(serde_json::json!(s(&planned.role).unwrap_or_default())) {
             Ok(r) => r,
             Err(_) => {
-                crate::error::add(diags, 
+                crate::error::add(
+                    diags,
                     "invalid role",
                     "role must be viewer, invoker, developer or admin.",
                     AttributePath::new("role"),
@@ -181,7 +211,8 @@ impl Resource for TokenResource {
             None => None,
             Some(Ok(t)) => Some(t.with_timezone(&Utc)),
             Some(Err(e)) => {
-                crate::error::add(diags, 
+                crate::error::add(
+                    diags,
                     "invalid expires_at",
                     format!("expires_at must be an RFC 3339 time such as 2027-01-01T00:00:00Z ({e})."),
                     AttributePath::new("expires_at"),
@@ -189,8 +220,11 @@ impl Resource for TokenResource {
                 return None;
             }
         };
-        let namespaces: Vec<String> =
-            planned.namespaces.as_ref_option().map(|v| v.iter().filter_map(|n| n.as_ref_option().cloned()).collect()).unwrap_or_default();
+        let namespaces: Vec<String> = planned
+            .namespaces
+            .as_ref_option()
+            .map(|v| v.iter().filter_map(|n| n.as_ref_option().cloned()).collect())
+            .unwrap_or_default();
         let description = s(&planned.description).unwrap_or_default();
         match c.client.create_token(&namespaces, role, description, expires_at).await {
             Ok(t) => {
@@ -205,12 +239,26 @@ impl Resource for TokenResource {
         }
     }
 
-    async fn update<'a>(&self, _d: &mut Diagnostics, _prior: TokenState, planned: TokenState, _c: TokenState, private: ValueEmpty, _m: ValueEmpty) -> Option<(TokenState, ValueEmpty)> {
+    async fn update<'a>(
+        &self,
+        _d: &mut Diagnostics,
+        _prior: TokenState,
+        planned: TokenState,
+        _c: TokenState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<(TokenState, ValueEmpty)> {
         // Only replacements change a token: nothing to send.
         Some((planned, private))
     }
 
-    async fn destroy<'a>(&self, diags: &mut Diagnostics, prior: TokenState, _p: ValueEmpty, _m: ValueEmpty) -> Option<()> {
+    async fn destroy<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        prior: TokenState,
+        _p: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<()> {
         let c = conn(&self.0, diags)?;
         match c.client.revoke_token(&prior.id()).await {
             Ok(()) => Some(()),
@@ -227,7 +275,11 @@ impl Resource for TokenResource {
         match self.find(&c.client, &id).await {
             Ok(Some(r)) => Some((TokenState::from_record(&r, &TokenState::default()), ValueEmpty::default())),
             Ok(None) => {
-                crate::error::add_root(diags, format!("cannot import sless_token {id:?}: not found"), "The import id is the token's id, tok_…");
+                crate::error::add_root(
+                    diags,
+                    format!("cannot import sless_token {id:?}: not found"),
+                    "The import id is the token's id, tok_…",
+                );
                 None
             }
             Err(e) => {

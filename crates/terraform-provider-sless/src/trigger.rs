@@ -83,8 +83,8 @@ fn spec_of(t: &TriggerState) -> (Str, Str, Str, Str, Str, Str, Num, Bool) {
         t.schedule.clone(),
         t.timezone.clone(),
         t.payload.clone(),
-        t.prewarm_sec.clone(),
-        t.enabled.clone(),
+        t.prewarm_sec,
+        t.enabled,
     )
 }
 
@@ -108,7 +108,8 @@ impl TriggerState {
                 m.insert(k.into(), json!(v));
             }
         }
-        let payload = payload_json(&self.payload).map_err(|message| Error::Invalid { attribute: "payload", message })?;
+        let payload =
+            payload_json(&self.payload).map_err(|message| Error::Invalid { attribute: "payload", message })?;
         if !payload.is_null() {
             m.insert("payload".into(), payload);
         }
@@ -133,7 +134,11 @@ impl TriggerState {
             function: Value::Value(r.spec.function.clone()),
             auth: keep_null(&prior.auth, auth, "none".into()),
             schedule: r.spec.schedule.clone().into(),
-            timezone: if http { Value::Null } else { keep_null(&prior.timezone, r.spec.timezone.clone(), "UTC".into()) },
+            timezone: if http {
+                Value::Null
+            } else {
+                keep_null(&prior.timezone, r.spec.timezone.clone(), "UTC".into())
+            },
             payload: payload_state(&prior.payload, &r.spec.payload),
             prewarm_sec: keep_null(&prior.prewarm_sec, i64::from(r.spec.prewarm_sec), 0),
             enabled: keep_null(&prior.enabled, r.spec.enabled, true),
@@ -173,7 +178,11 @@ impl TriggerResource {
             return None;
         }
         let (ns, name) = p.ns_name();
-        p.id = if p.name.is_value() && p.namespace.is_value() { Value::Value(format!("{ns}/{name}")) } else { Value::Unknown };
+        p.id = if p.name.is_value() && p.namespace.is_value() {
+            Value::Value(format!("{ns}/{name}"))
+        } else {
+            Value::Unknown
+        };
         match prior {
             Some(q) if spec_of(q) == spec_of(&p) => {
                 p.phase = q.phase.clone();
@@ -198,15 +207,31 @@ fn trigger_schema() -> Schema {
         "A trigger of a sless function: `http` (publishes `/fn/{ns}/{function}`) or `cron`.",
         vec![
             ("id", attr(T::String, C::Computed, "`namespace/name`.")),
-            ("namespace", attr(T::String, C::OptionalComputed, "The namespace; the provider's by default. Changing it replaces the trigger.")),
+            (
+                "namespace",
+                attr(
+                    T::String,
+                    C::OptionalComputed,
+                    "The namespace; the provider's by default. Changing it replaces the trigger.",
+                ),
+            ),
             ("name", attr(T::String, C::Required, "The trigger's name. Changing it replaces the trigger.")),
-            ("function", attr(T::String, C::Required, "The function it calls (same namespace; it need not exist yet).")),
+            (
+                "function",
+                attr(T::String, C::Required, "The function it calls (same namespace; it need not exist yet)."),
+            ),
             ("type", attr(T::String, C::Required, "`http` or `cron`. Changing it replaces the trigger.")),
             ("auth", attr(T::String, C::Optional, "http: `none` (public, default) or `token`.")),
             ("schedule", attr(T::String, C::Optional, "cron: 5 fields, `@daily`…, or `@every 5m`.")),
             ("timezone", attr(T::String, C::Optional, "cron: IANA time zone (default UTC).")),
-            ("payload", attr(T::String, C::Optional, "cron: the event's `detail`, as JSON text (`jsonencode({...})`).")),
-            ("prewarm_sec", attr(T::Number, C::Optional, "cron: start an instance this many seconds before each tick (0–3600).")),
+            (
+                "payload",
+                attr(T::String, C::Optional, "cron: the event's `detail`, as JSON text (`jsonencode({...})`)."),
+            ),
+            (
+                "prewarm_sec",
+                attr(T::Number, C::Optional, "cron: start an instance this many seconds before each tick (0–3600)."),
+            ),
             ("enabled", attr(T::Bool, C::Optional, "Whether it fires (default true).")),
             ("phase", attr(T::String, C::Computed, "`Waiting`, `Active` or `Failed`.")),
             ("url", attr(T::String, C::Computed, "http: the public URL.")),
@@ -226,7 +251,13 @@ impl Resource for TriggerResource {
         Some(trigger_schema())
     }
 
-    async fn read<'a>(&self, diags: &mut Diagnostics, state: TriggerState, private: ValueEmpty, _m: ValueEmpty) -> Option<(TriggerState, ValueEmpty)> {
+    async fn read<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        state: TriggerState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<(TriggerState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let (ns, name) = state.ns_name();
         match self.fetch(&c.client.in_namespace(&ns), &name, &state).await {
@@ -238,7 +269,13 @@ impl Resource for TriggerResource {
         }
     }
 
-    async fn plan_create<'a>(&self, diags: &mut Diagnostics, proposed: TriggerState, _c: TriggerState, _m: ValueEmpty) -> Option<(TriggerState, ValueEmpty)> {
+    async fn plan_create<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        proposed: TriggerState,
+        _c: TriggerState,
+        _m: ValueEmpty,
+    ) -> Option<(TriggerState, ValueEmpty)> {
         Some((self.plan(diags, None, proposed)?, ValueEmpty::default()))
     }
 
@@ -265,11 +302,24 @@ impl Resource for TriggerResource {
         Some((planned, private, replace))
     }
 
-    async fn plan_destroy<'a>(&self, _d: &mut Diagnostics, _p: TriggerState, private: ValueEmpty, _m: ValueEmpty) -> Option<ValueEmpty> {
+    async fn plan_destroy<'a>(
+        &self,
+        _d: &mut Diagnostics,
+        _p: TriggerState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<ValueEmpty> {
         Some(private)
     }
 
-    async fn create<'a>(&self, diags: &mut Diagnostics, planned: TriggerState, _c: TriggerState, private: ValueEmpty, _m: ValueEmpty) -> Option<(TriggerState, ValueEmpty)> {
+    async fn create<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        planned: TriggerState,
+        _c: TriggerState,
+        private: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<(TriggerState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let (ns, _) = planned.ns_name();
         let client = c.client.in_namespace(&ns);
@@ -312,7 +362,13 @@ impl Resource for TriggerResource {
         }
     }
 
-    async fn destroy<'a>(&self, diags: &mut Diagnostics, prior: TriggerState, _p: ValueEmpty, _m: ValueEmpty) -> Option<()> {
+    async fn destroy<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        prior: TriggerState,
+        _p: ValueEmpty,
+        _m: ValueEmpty,
+    ) -> Option<()> {
         let c = conn(&self.0, diags)?;
         let (ns, name) = prior.ns_name();
         let client = c.client.in_namespace(&ns);
@@ -339,14 +395,23 @@ impl Resource for TriggerResource {
     async fn import<'a>(&self, diags: &mut Diagnostics, id: String) -> Option<(TriggerState, ValueEmpty)> {
         let c = conn(&self.0, diags)?;
         let Some((ns, name)) = split_id(&id, &c.namespace) else {
-            crate::error::add_root(diags, format!("cannot import sless_trigger {id:?}"), "The import id is namespace/name.");
+            crate::error::add_root(
+                diags,
+                format!("cannot import sless_trigger {id:?}"),
+                "The import id is namespace/name.",
+            );
             return None;
         };
-        let prior = TriggerState { namespace: Value::Value(ns.into()), name: Value::Value(name.into()), ..Default::default() };
+        let prior =
+            TriggerState { namespace: Value::Value(ns.into()), name: Value::Value(name.into()), ..Default::default() };
         match self.fetch(&c.client.in_namespace(ns), name, &prior).await {
             Ok(Some(s)) => Some((s, ValueEmpty::default())),
             Ok(None) => {
-                crate::error::add_root(diags, format!("cannot import sless_trigger {id:?}: not found"), "Check the namespace and name.");
+                crate::error::add_root(
+                    diags,
+                    format!("cannot import sless_trigger {id:?}: not found"),
+                    "Check the namespace and name.",
+                );
                 None
             }
             Err(e) => {

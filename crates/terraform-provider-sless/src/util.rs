@@ -53,7 +53,9 @@ pub fn payload_state(prior: &Str, server: &Json) -> Str {
 /// A `map(string)` as JSON (unknown or null elements left out).
 pub fn map_json(v: &StrMap) -> serde_json::Map<String, Json> {
     v.as_ref_option()
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_ref_option().map(|v| (k.clone(), Json::String(v.clone())))).collect())
+        .map(|m| {
+            m.iter().filter_map(|(k, v)| v.as_ref_option().map(|v| (k.clone(), Json::String(v.clone())))).collect()
+        })
         .unwrap_or_default()
 }
 

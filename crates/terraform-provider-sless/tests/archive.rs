@@ -39,7 +39,11 @@ fn the_same_files_give_the_same_bytes_whatever_their_times_and_creation_order() 
     f.set_modified(SystemTime::now() - Duration::from_secs(3600)).expect("mtime");
     drop(f);
     std::fs::set_permissions(a.path().join("main.py"), std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    assert_eq!(sha256(&first), sha256(&zip_dir(a.path()).expect("zip again")), "times and modes other than +x do not count");
+    assert_eq!(
+        sha256(&first),
+        sha256(&zip_dir(a.path()).expect("zip again")),
+        "times and modes other than +x do not count"
+    );
     write(a.path(), "main.py", "x = 2\n");
     assert_ne!(first, zip_dir(a.path()).expect("zip changed"));
 }

@@ -147,7 +147,8 @@ impl Tf {
 
     fn empty(server: &Server) -> Tf {
         let dir = tempfile::tempdir().expect("tempdir");
-        let provider_dir = Path::new(env!("CARGO_BIN_EXE_terraform-provider-sless")).parent().expect("bin dir").to_path_buf();
+        let provider_dir =
+            Path::new(env!("CARGO_BIN_EXE_terraform-provider-sless")).parent().expect("bin dir").to_path_buf();
         let rc = format!(
             "provider_installation {{\n  dev_overrides {{\n    \"kube5s/sless\" = {:?}\n  }}\n  direct {{}}\n}}\n",
             provider_dir.display().to_string()
@@ -301,8 +302,11 @@ fn the_example_applies_updates_drifts_back_and_destroys() {
 
     // A source change → a new version, served.
     let code = std::fs::read_to_string(&main_py).expect("read");
-    std::fs::write(&main_py, code.replace("name = params.get(\"name\") or \"world\"", "name = params.get(\"name\") or \"Terraform\""))
-        .expect("write");
+    std::fs::write(
+        &main_py,
+        code.replace("name = params.get(\"name\") or \"world\"", "name = params.get(\"name\") or \"Terraform\""),
+    )
+    .expect("write");
     tf.apply();
     let f = rt.block_on(function(&c, "tf-hello"));
     assert_eq!(f["active_version"], 2, "{f:#}");
@@ -414,7 +418,10 @@ fn existing_objects_are_imported_and_a_token_is_made() {
             .expect("create");
         let zip = terraform_provider_sless::zip_dir(&tf.path("function")).expect("zip");
         let up = c.upload_code("imp-fn", zip).await.expect("upload");
-        let v = c.wait_ready("imp-fn", up.version, Duration::from_secs(120), Duration::from_millis(100)).await.expect("ready");
+        let v = c
+            .wait_ready("imp-fn", up.version, Duration::from_secs(120), Duration::from_millis(100))
+            .await
+            .expect("ready");
         assert!(v.active, "{v:?}");
         c.create_trigger(&json!({"name": "imp-cron", "function": "imp-fn", "type": "cron", "schedule": "@every 1h"}))
             .await
