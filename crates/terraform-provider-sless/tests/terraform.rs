@@ -331,6 +331,32 @@ fn the_example_applies_updates_drifts_back_and_destroys() {
     assert_eq!(rt.block_on(function(&c, "tf-hello"))["memory_mb"], 128);
     tf.assert_no_changes("putting memory back");
 
+    // A trigger changed through the API → the plan puts it back.
+    rt.block_on(c.patch_trigger("tf-hello-nightly", &json!({"schedule": "*/5 * * * *"}), None)).expect("patch trigger");
+    let (code, text) = tf.plan();
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("\"*/5 * * * *\" -> \"0 1 * * *\""), "{text}");
+    tf.apply();
+    assert_eq!(
+        rt.block_on(c.get_trigger("tf-hello-nightly")).expect("trigger").spec.schedule.as_deref(),
+        Some("0 1 * * *")
+    );
+
+    // A change made outside Terraform after the last read is not overwritten blindly: the
+    // update's If-Match fails, and the diagnostic says to refresh.
+    rt.block_on(c.patch_function("tf-hello", &json!({"timeout_sec": 7}), None)).expect("patch");
+    tf.write("terraform.tfvars", "greeting = \"Hej\"\nrun_id = 2\n");
+    let out = tf.run(&["apply", "-auto-approve", "-no-color", "-refresh=false"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a stale update succeeded");
+    assert!(stderr.contains("changed outside Terraform") && stderr.contains("refresh"), "{stderr}");
+    let f = rt.block_on(function(&c, "tf-hello"));
+    assert_eq!((f["timeout_sec"].as_u64(), f["env"]["GREETING"].as_str()), (Some(7), Some("Hi")), "{f:#}");
+    tf.apply();
+    let f = rt.block_on(function(&c, "tf-hello"));
+    assert_eq!((f["timeout_sec"].as_u64(), f["env"]["GREETING"].as_str()), (Some(30), Some("Hej")), "{f:#}");
+    tf.assert_no_changes("the refreshed update");
+
     // The function deleted through the API → the plan re-creates it.
     rt.block_on(c.delete_function("tf-hello")).expect("delete");
     rt.block_on(async {
@@ -345,7 +371,7 @@ fn the_example_applies_updates_drifts_back_and_destroys() {
     tf.apply();
     let f = rt.block_on(function(&c, "tf-hello"));
     assert_eq!(f["status"]["phase"], "Ready");
-    assert_eq!(f["env"]["GREETING"], "Hi");
+    assert_eq!(f["env"]["GREETING"], "Hej");
     tf.assert_no_changes("re-creating the function");
 
     // Destroy → everything gone.
