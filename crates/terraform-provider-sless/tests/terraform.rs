@@ -54,8 +54,12 @@ fn sless_bin() -> &'static Path {
         let profile_dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
         let target = profile_dir.parent().expect("target root").to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut args = vec!["build", "-p", "sless", "--bin", "sless"];
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            args.push("--release");
+        }
         let status = Command::new(cargo)
-            .args(["build", "-p", "sless", "--bin", "sless"])
+            .args(&args)
             .env("CARGO_TARGET_DIR", &target)
             .current_dir(repo())
             .status()
@@ -263,8 +267,12 @@ fn the_example_applies_updates_drifts_back_and_destroys() {
     // Function + triggers + job in one plan, no depends_on (the cron trigger and the job are
     // created while the function builds).
     let started = Instant::now();
-    tf.apply();
+    let out = tf.apply();
     eprintln!("first apply: {:.1} s", started.elapsed().as_secs_f64());
+    let at = |what: &str| out.find(what).unwrap_or_else(|| panic!("{what:?} not in:\n{out}"));
+    let function_done = at("sless_function.hello: Creation complete");
+    assert!(at("sless_trigger.nightly: Creation complete") < function_done, "{out}");
+    assert!(at("sless_function_job.warmup: Creating...") < function_done, "{out}");
     let f = rt.block_on(function(&c, "tf-hello"));
     assert_eq!(f["status"]["phase"], "Ready", "{f:#}\n{}", server.log());
     assert_eq!(f["active_version"], 1);
