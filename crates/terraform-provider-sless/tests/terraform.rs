@@ -535,6 +535,31 @@ resource "sless_function" "broken" {
     assert!(!out.status.success());
     assert!(stderr.contains("invalid memory_mb") && stderr.contains("memory_mb  = 1"), "{stderr}");
 
+    // source_zip: a prepared archive deploys; a broken one fails the update with the log's
+    // tail while the previous version keeps serving.
+    let good = tf.path("good");
+    std::fs::create_dir_all(&good).expect("mkdir");
+    std::fs::write(good.join("main.py"), "def handler(event, context):\n    return {'ok': 1}\n").expect("write");
+    std::fs::write(tf.path("code.zip"), terraform_provider_sless::zip_dir(&good).expect("zip")).expect("write zip");
+    tf.write(
+        "main.tf",
+        &main_tf.replace("source_dir = \"${path.module}/src\"", "source_zip = \"${path.module}/code.zip\""),
+    );
+    tf.apply();
+    let c = server.client.clone();
+    let rt = rt();
+    let served = rt.block_on(function(&c, "broken"))["active_version"].clone();
+    tf.assert_no_changes("deploying a zip");
+    std::fs::write(good.join("main.py"), "import nonexistent_module_for_sless\n").expect("write");
+    std::fs::write(tf.path("code.zip"), terraform_provider_sless::zip_dir(&good).expect("zip")).expect("write zip");
+    let out = tf.run(&["apply", "-auto-approve", "-no-color"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("nonexistent_module_for_sless") && stderr.contains("source_zip"), "{stderr}");
+    assert_eq!(rt.block_on(function(&c, "broken"))["active_version"], served, "the previous version serves");
+    let answer = rt.block_on(c.invoke("broken", &InvokeRequest::get())).expect("invoke");
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.text());
+
     let wrong = Tf { token: "wrong-token-0123456789".into(), ..Tf::empty(&server) };
     wrong.write("main.tf", &main_tf);
     let out = wrong.run(&["plan", "-no-color"]);
