@@ -422,6 +422,12 @@ resource "sless_token" "ci" {
   namespaces  = ["default"]
   description = "ci"
 }
+resource "sless_token" "existing" {
+  role        = "developer"
+  namespaces  = ["default"]
+  description = "made outside"
+  expires_at  = "2099-01-01T00:00:00Z"
+}
 data "sless_function" "imp" {
   name = "imp-fn"
 }
@@ -446,7 +452,7 @@ fn existing_objects_are_imported_and_a_token_is_made() {
     copy_dir(&repo().join("examples/terraform/function"), &tf.path("function"));
     let c = server.client.clone();
     let rt = rt();
-    rt.block_on(async {
+    let token_id = rt.block_on(async {
         c.create_function(&json!({"name": "imp-fn", "runtime": "python3.11", "entrypoint": "main.handler"}))
             .await
             .expect("create");
@@ -461,10 +467,17 @@ fn existing_objects_are_imported_and_a_token_is_made() {
             .await
             .expect("trigger");
         c.create_job(&json!({"name": "imp-job", "function": "imp-fn", "run_id": 1})).await.expect("job");
+        let expires = chrono::DateTime::parse_from_rfc3339("2099-01-01T00:00:00Z").expect("time").to_utc();
+        c.create_token(&["default".to_string()], sless_core::tenant::Role::Developer, "made outside", Some(expires))
+            .await
+            .expect("token")
+            .record
+            .id
     });
     tf.ok(&["import", "-no-color", "sless_function.imp", "default/imp-fn"]);
     tf.ok(&["import", "-no-color", "sless_trigger.imp", "default/imp-cron"]);
     tf.ok(&["import", "-no-color", "sless_function_job.imp", "default/imp-job"]);
+    tf.ok(&["import", "-no-color", "sless_token.existing", &token_id]);
     let (code, text) = tf.plan();
     assert_eq!(code, 2, "{text}");
     // The imported code is the folder's code: no new version; only the token is new.
@@ -491,7 +504,7 @@ fn existing_objects_are_imported_and_a_token_is_made() {
         assert!(c.get_function("imp-fn").await.is_err_and(|e| e.is_not_found()));
         assert!(c.get_trigger("imp-cron").await.is_err_and(|e| e.is_not_found()));
         assert!(c.get_job("imp-job").await.is_err_and(|e| e.is_not_found()));
-        assert!(c.list_tokens().await.expect("tokens").is_empty());
+        assert!(c.list_tokens().await.expect("tokens").is_empty(), "both tokens revoked");
     });
     let refused = rt.block_on(viewer.get_function("imp-fn")).expect_err("revoked");
     assert_eq!(refused.status(), Some(401));
