@@ -64,3 +64,33 @@ pub fn split_id<'a>(id: &'a str, default_ns: &'a str) -> Option<(&'a str, &'a st
     let (ns, name) = id.split_once('/').unwrap_or((default_ns, id));
     (!ns.is_empty() && !name.is_empty() && !name.contains('/')).then_some((ns, name))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_server_default_stays_null_where_the_state_had_null() {
+        assert_eq!(keep_null(&Value::Null, 128, 128), Value::Null);
+        assert_eq!(keep_null(&Value::Null, 256, 128), Value::Value(256), "a change outside Terraform is seen");
+        assert_eq!(keep_null(&Value::Value(128), 128, 128), Value::Value(128));
+    }
+
+    #[test]
+    fn a_payload_keeps_its_text_while_it_means_the_same_json() {
+        let prior: Str = Value::Value("{ \"a\" : 1 }".into());
+        assert_eq!(payload_state(&prior, &json!({"a": 1})), prior);
+        assert_eq!(payload_state(&prior, &json!({"a": 2})), Value::Value("{\"a\":2}".into()));
+        assert_eq!(payload_state(&prior, &Json::Null), Value::Null);
+        assert!(payload_json(&Value::Value("{nope".into())).is_err_and(|e| e.contains("jsonencode")));
+    }
+
+    #[test]
+    fn import_ids_are_namespace_slash_name() {
+        assert_eq!(split_id("team/f", "default"), Some(("team", "f")));
+        assert_eq!(split_id("f", "default"), Some(("default", "f")));
+        assert_eq!(split_id("a/b/c", "default"), None);
+        assert_eq!(split_id("/f", "default"), None);
+    }
+}

@@ -23,6 +23,7 @@ fn repo() -> PathBuf {
 /// The Terraform binary, or a failure saying how to install it.
 fn terraform() -> PathBuf {
     if let Ok(p) = std::env::var("SLESS_TERRAFORM") {
+        assert!(Path::new(&p).is_file(), "SLESS_TERRAFORM={p} is not a file: point it at a Terraform 1.0.x binary");
         return PathBuf::from(p);
     }
     let out = Command::new("python3")
