@@ -242,7 +242,8 @@ pub fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Waits until `version` (when given) is built and active and the function is `Ready`.
+/// Waits until `version` (when given) is built and active and the function is `Ready` (or,
+/// without a version to wait for, still `Pending`: a function without code).
 /// Errors: [`Error::BuildFailed`] with the build log's tail, [`Error::NotReady`] when the
 /// function settles in `Failed`, [`Error::Timeout`].
 pub async fn wait_ready(client: &Client, name: &str, version: Option<u32>, timeout: Duration) -> Result<()> {
@@ -264,6 +265,8 @@ pub async fn wait_ready(client: &Client, name: &str, version: Option<u32>, timeo
         let active = version.is_none_or(|v| f.record.active_version == Some(v));
         match f.record.status.phase {
             FunctionPhase::Ready if active => return Ok(()),
+            // No code yet, and none to wait for.
+            FunctionPhase::Pending if version.is_none() && f.record.active_version.is_none() => return Ok(()),
             FunctionPhase::Failed if active || version.is_none() => {
                 return Err(Error::NotReady {
                     function: name.to_string(),
@@ -378,13 +381,13 @@ impl FunctionResource {
             }
             Some(q) => {
                 p.version = if q.source_sha256 == p.source_sha256 { q.version } else { Value::Unknown };
-                p.phase = Value::Value("Ready".into());
+                p.phase = Value::Unknown;
                 p.url = q.url.clone();
                 p.resource_version = Value::Unknown;
             }
             None => {
                 p.version = Value::Unknown;
-                p.phase = Value::Value("Ready".into());
+                p.phase = Value::Unknown;
                 p.url = Value::Unknown;
                 p.resource_version = Value::Unknown;
             }

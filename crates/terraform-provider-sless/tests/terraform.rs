@@ -423,6 +423,12 @@ resource "sless_token" "ci" {
   namespaces  = ["default"]
   description = "ci"
 }
+# No code yet: created Pending, without waiting for a build.
+resource "sless_function" "later" {
+  name       = "later"
+  runtime    = "nodejs20"
+  entrypoint = "index.handler"
+}
 resource "sless_token" "existing" {
   role        = "developer"
   namespaces  = ["default"]
@@ -432,7 +438,10 @@ resource "sless_token" "existing" {
 data "sless_function" "imp" {
   name = "imp-fn"
 }
-data "sless_functions" "all" {}
+# Read after the functions are applied (without depends_on it is read at plan time).
+data "sless_functions" "all" {
+  depends_on = [sless_function.imp, sless_function.later]
+}
 output "token" {
   value     = sless_token.ci.token
   sensitive = true
@@ -483,14 +492,16 @@ fn existing_objects_are_imported_and_a_token_is_made() {
     assert_eq!(code, 2, "{text}");
     // The imported code is the folder's code: no new version; only the token is new.
     assert!(text.contains("sless_token.ci will be created"), "{text}");
+    assert!(text.contains("sless_function.later will be created"), "{text}");
     assert!(!text.contains("source_sha256"), "{text}");
     assert!(!text.contains("must be replaced"), "{text}");
     tf.apply();
     let f = rt.block_on(function(&c, "imp-fn"));
     assert_eq!(f["active_version"], 1, "{f:#}");
+    assert_eq!(rt.block_on(function(&c, "later"))["status"]["phase"], "Pending");
     tf.assert_no_changes("importing");
     assert_eq!(tf.ok(&["output", "-raw", "phase"]), "Ready");
-    assert!(tf.ok(&["output", "-json", "names"]).contains("imp-fn"));
+    assert_eq!(tf.ok(&["output", "-json", "names"]).trim(), r#"["imp-fn","later"]"#);
 
     // The token works, with its role.
     let secret = tf.ok(&["output", "-raw", "token"]);
@@ -503,6 +514,7 @@ fn existing_objects_are_imported_and_a_token_is_made() {
     tf.ok(&["destroy", "-auto-approve", "-no-color"]);
     rt.block_on(async {
         assert!(c.get_function("imp-fn").await.is_err_and(|e| e.is_not_found()));
+        assert!(c.get_function("later").await.is_err_and(|e| e.is_not_found()));
         assert!(c.get_trigger("imp-cron").await.is_err_and(|e| e.is_not_found()));
         assert!(c.get_job("imp-job").await.is_err_and(|e| e.is_not_found()));
         assert!(c.list_tokens().await.expect("tokens").is_empty(), "both tokens revoked");
