@@ -366,8 +366,9 @@ fn the_example_applies_updates_drifts_back_and_destroys() {
     assert_eq!((f["timeout_sec"].as_u64(), f["env"]["GREETING"].as_str()), (Some(30), Some("Hej")), "{f:#}");
     tf.assert_no_changes("the refreshed update");
 
-    // The function deleted through the API → the plan re-creates it.
+    // The function and the job deleted through the API → the plan re-creates them.
     rt.block_on(c.delete_function("tf-hello")).expect("delete");
+    rt.block_on(c.delete_job("tf-hello-warmup")).expect("delete job");
     rt.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(30);
         while c.get_function("tf-hello").await.is_ok() && Instant::now() < deadline {
@@ -377,10 +378,17 @@ fn the_example_applies_updates_drifts_back_and_destroys() {
     let (code, text) = tf.plan();
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("sless_function.hello will be created"), "{text}");
+    assert!(text.contains("sless_function_job.warmup will be created"), "{text}");
     tf.apply();
     let f = rt.block_on(function(&c, "tf-hello"));
     assert_eq!(f["status"]["phase"], "Ready");
     assert_eq!(f["env"]["GREETING"], "Hej");
+    let j = rt.block_on(job(&c, "tf-hello-warmup"));
+    assert_eq!(
+        (j["status"]["last_run_id"].as_u64(), j["status"]["phase"].as_str()),
+        (Some(2), Some("Succeeded")),
+        "{j:#}"
+    );
     tf.assert_no_changes("re-creating the function");
 
     // Destroy → everything gone.
