@@ -971,8 +971,27 @@ def check():
     os._exit(1)
 
 
+def _drop_privileges(msg):
+    """`uid`/`gid` of a `load` frame: the function's credentials, taken before anything of the
+    function is read (PROTOCOL.md, "Warm pool"). A process that cannot take them exits."""
+    uid, gid = msg.get("uid"), msg.get("gid")
+    if uid is None and gid is None:
+        return
+    if not (type(uid) is int and type(gid) is int and uid > 0 and gid > 0):
+        _fatal("protocol error: bad load frame (want uid and gid: both positive integers, or neither)")
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as e:
+        _fatal("cannot take uid %d / gid %d: %s" % (uid, gid, e))
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+        _fatal("still uid %r / gid %r after dropping to %d / %d" % (os.getresuid(), os.getresgid(), uid, gid))
+
+
 def _apply_load(msg, fd):
     """Generic process: take on the function's identity from a `load` frame (see PROTOCOL.md)."""
+    _drop_privileges(msg)
     handler = msg.get("handler")
     code_dir = msg.get("code_dir")
     deps_dir = msg.get("deps_dir")

@@ -25,6 +25,7 @@ use tokio::sync::{Mutex as AsyncMutex, oneshot, watch};
 
 use crate::cgroup::{InstanceGroup, Memory};
 use crate::protocol::{read_frame, write_frame};
+use crate::sandbox::{Creds, Isolation, Role};
 use crate::{Error, Result};
 use sless_control::{LogHub, LogLine};
 
@@ -44,6 +45,10 @@ pub(crate) struct LaunchSpec {
     pub shim: PathBuf,
     pub code_dir: PathBuf,
     pub deps_dir: Option<PathBuf>,
+    /// The version's build folder (`code` and `deps` are in it).
+    pub build_dir: PathBuf,
+    /// The function's uid and gid, when functions run as uids of their own.
+    pub creds: Option<Creds>,
     pub target: InvokeTarget,
 }
 
@@ -91,6 +96,25 @@ impl LaunchSpec {
         let mut cmd = base_command(&self.interpreter, &self.shim, heap);
         cmd.current_dir(&self.code_dir).envs(self.env(tmp_dir));
         cmd
+    }
+}
+
+impl LaunchSpec {
+    /// Puts `cmd` (a process of this function with the temp folder `tmp`) in its sandbox: the
+    /// temp folder becomes the function uid's, the jail is applied before `execve`.
+    pub(crate) fn sandbox(&self, cmd: &mut Command, isolation: &Isolation, tmp: &Path) -> Result<()> {
+        let creds = self.creds.filter(|_| isolation.uids());
+        if let Some(c) = creds {
+            std::os::unix::fs::chown(tmp, Some(c.uid), Some(c.gid)).map_err(Error::io(format!(
+                "giving {} to uid {}",
+                tmp.display(),
+                c.uid
+            )))?;
+        }
+        let role = Role::Function { build: &self.build_dir, creds };
+        let jail = isolation.jail(&role, tmp, &self.code_dir).map_err(Error::io("preparing the sandbox"))?;
+        Isolation::install(cmd.as_std_mut(), jail);
+        Ok(())
     }
 }
 
@@ -208,11 +232,13 @@ impl Instance {
     pub(crate) fn spawn(
         spec: &LaunchSpec,
         tmp_root: &Path,
+        isolation: &Isolation,
         hub: Arc<LogHub>,
         live: &Arc<AtomicUsize>,
     ) -> Result<Arc<Self>> {
         let tmp = temp_dir(tmp_root)?;
-        let cmd = spec.command(tmp.path());
+        let mut cmd = spec.command(tmp.path());
+        spec.sandbox(&mut cmd, isolation, tmp.path())?;
         let identity = Identity {
             namespace: spec.target.namespace.clone(),
             function: spec.target.name.clone(),
@@ -225,6 +251,7 @@ impl Instance {
     pub(crate) fn spawn_generic(
         spec: &GenericSpec,
         tmp_root: &Path,
+        isolation: &Isolation,
         hub: Arc<LogHub>,
         live: &Arc<AtomicUsize>,
     ) -> Result<Arc<Self>> {
@@ -239,6 +266,8 @@ impl Instance {
         if spec.runtime == Runtime::Python311 {
             cmd.env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONNOUSERSITE", "1");
         }
+        let jail = isolation.jail(&Role::Pool, tmp.path(), tmp.path()).map_err(Error::io("preparing the sandbox"))?;
+        Isolation::install(cmd.as_std_mut(), jail);
         Self::start(cmd, &spec.interpreter, tmp, Identity::default(), hub, live)
     }
 
@@ -275,7 +304,7 @@ impl Instance {
         };
         let env: serde_json::Map<String, Value> =
             spec.env(self._tmp.path()).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
-        let frame = json!({
+        let mut frame = json!({
             "type": "load",
             "handler": spec.target.spec.entrypoint,
             "code_dir": spec.code_dir,
@@ -283,6 +312,17 @@ impl Instance {
             "env": env,
             "concurrency": spec.target.spec.concurrency,
         });
+        // The process drops to the function's uid before it reads anything of the function
+        // (runtimes/PROTOCOL.md, "Warm pool"); its temp folder becomes that uid's first.
+        if let Some(c) = spec.creds {
+            std::os::unix::fs::chown(self._tmp.path(), Some(c.uid), Some(c.gid)).map_err(Error::io(format!(
+                "giving {} to uid {}",
+                self._tmp.path().display(),
+                c.uid
+            )))?;
+            frame["uid"] = json!(c.uid);
+            frame["gid"] = json!(c.gid);
+        }
         write_frame(&mut *self.writer.lock().await, &frame).await?;
         self.limit_memory(memory, spec.target.spec.memory_mb).await;
         self.join_live(live);
@@ -431,9 +471,14 @@ impl Instance {
         let _ = tokio::time::timeout(Duration::from_secs(5), exited.wait_for(Option::is_some)).await;
     }
 
+    /// Kills the process group and every process in the instance's cgroup (what a function
+    /// started in a session of its own, or left behind by a double fork, is there too).
     fn signal_group(&self) {
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        if let Some(group) = lock(&self.shared.memory).as_ref() {
+            group.kill_all();
         }
     }
 
@@ -580,9 +625,12 @@ impl Shared {
     }
 }
 
+/// A new temp folder for an instance, mode 0700 (given to the function's uid at its start).
 fn temp_dir(root: &Path) -> Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
     tempfile::Builder::new()
         .prefix("instance-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(root)
         .map_err(Error::io(format!("creating a temp folder in {}", root.display())))
 }
