@@ -59,7 +59,7 @@ impl Builder<'_> {
             }
         }
         let creds = crate::executor::creds_for(self.isolation, self.uids, &target.namespace, &target.name)?;
-        let spec = launch_spec(self.interpreters, self.shims, &dir, target, creds);
+        let spec = launch_spec(self.interpreters, self.shims, &dir, target, creds, self.isolation.view());
         let remaining = self.timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(5));
         log.push_str(&format!("loading entrypoint {}\n", target.spec.entrypoint));
         let check = check_entrypoint(&spec, self.cache_home, self.isolation, remaining).await?;
@@ -278,6 +278,7 @@ pub(crate) fn launch_spec(
     dir: &Path,
     target: &InvokeTarget,
     creds: Option<Creds>,
+    view: crate::sandbox::View,
 ) -> LaunchSpec {
     let runtime = target.spec.runtime;
     let deps = dir.join("deps");
@@ -289,6 +290,7 @@ pub(crate) fn launch_spec(
         deps_dir: (runtime == Runtime::Python311 && deps.exists()).then_some(deps),
         build_dir: dir.to_path_buf(),
         creds,
+        view,
         target: target.clone(),
     }
 }

@@ -279,7 +279,7 @@ impl Inner {
             target.spec.max_instances.map_or(self.config.max_instances_per_function, |m| m as usize).max(1);
         let pool = Arc::new(Pool {
             target: target.clone(),
-            launch: launch_spec(&self.config.interpreters, &self.shims, &dir, target, creds),
+            launch: launch_spec(&self.config.interpreters, &self.shims, &dir, target, creds, self.isolation.view()),
             instances: Mutex::new(Vec::new()),
             permits: Semaphore::new(max_instances * target.spec.concurrency.max(1) as usize),
             concurrency: target.spec.concurrency.max(1) as usize,
@@ -646,7 +646,7 @@ impl Executor for LocalExecutor {
             }
         };
         let cold_start = start_kind.is_some();
-        if !instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.live).await {
+        if !instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.isolation, &self.inner.live).await {
             instance.inflight.fetch_sub(1, Relaxed);
             lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
             instance.kill().await;
@@ -698,7 +698,7 @@ impl Executor for LocalExecutor {
         };
         if let Some(instance) = started {
             // Under its memory limit now, not at its first call.
-            instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.live).await;
+            instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.isolation, &self.inner.live).await;
         }
         self.inner.count_instances(&pool);
         Ok(())

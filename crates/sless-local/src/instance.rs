@@ -25,7 +25,7 @@ use tokio::sync::{Mutex as AsyncMutex, oneshot, watch};
 
 use crate::cgroup::{InstanceGroup, Memory};
 use crate::protocol::{read_frame, write_frame};
-use crate::sandbox::{Creds, Isolation, Role};
+use crate::sandbox::{Creds, Isolation, Role, View};
 use crate::{Error, Result};
 use sless_control::{LogHub, LogLine};
 
@@ -43,8 +43,11 @@ pub(crate) struct LaunchSpec {
     pub runtime: Runtime,
     pub interpreter: PathBuf,
     pub shim: PathBuf,
+    /// Host paths (the sandbox sees them where `view` puts them).
     pub code_dir: PathBuf,
     pub deps_dir: Option<PathBuf>,
+    /// Where the process sees the data folder's paths.
+    pub view: View,
     /// The version's build folder (`code` and `deps` are in it).
     pub build_dir: PathBuf,
     /// The function's uid and gid, when functions run as uids of their own.
@@ -62,12 +65,12 @@ impl LaunchSpec {
         let mut env = vec![
             ("PATH".to_string(), format!("{interp_dir}:/usr/local/bin:/usr/bin:/bin")),
             ("LANG".into(), "C.UTF-8".into()),
-            ("HOME".into(), tmp_dir.display().to_string()),
-            ("TMPDIR".into(), tmp_dir.display().to_string()),
+            ("HOME".into(), self.view.of(tmp_dir).display().to_string()),
+            ("TMPDIR".into(), self.view.of(tmp_dir).display().to_string()),
         ];
         env.extend(t.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let fixed = [
-            ("SLESS_CODE_DIR", self.code_dir.display().to_string()),
+            ("SLESS_CODE_DIR", self.view.of(&self.code_dir).display().to_string()),
             ("SLESS_HANDLER", t.spec.entrypoint.clone()),
             ("SLESS_NAMESPACE", t.namespace.clone()),
             ("SLESS_FUNCTION_NAME", t.name.clone()),
@@ -81,7 +84,7 @@ impl LaunchSpec {
         ];
         env.extend(fixed.into_iter().map(|(k, v)| (k.to_string(), v)));
         if let Some(deps) = &self.deps_dir {
-            env.push(("SLESS_DEPS_DIR".into(), deps.display().to_string()));
+            env.push(("SLESS_DEPS_DIR".into(), self.view.of(deps).display().to_string()));
         }
         if self.runtime == Runtime::Python311 {
             env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
@@ -93,7 +96,8 @@ impl LaunchSpec {
     /// The interpreter's command line: the shim, plus a V8 heap limit for Node.
     pub(crate) fn command(&self, tmp_dir: &Path) -> Command {
         let heap = (self.runtime == Runtime::Nodejs20).then(|| node_heap_mb(self.target.spec.memory_mb));
-        let mut cmd = base_command(&self.interpreter, &self.shim, heap);
+        let mut cmd = base_command(&self.interpreter, &self.view.of(&self.shim), heap);
+        // The host path: the working folder is entered before the sandbox is (and again in it).
         cmd.current_dir(&self.code_dir).envs(self.env(tmp_dir));
         cmd
     }
@@ -256,13 +260,14 @@ impl Instance {
         live: &Arc<AtomicUsize>,
     ) -> Result<Arc<Self>> {
         let tmp = temp_dir(tmp_root)?;
-        let mut cmd = base_command(&spec.interpreter, &spec.shim, spec.node_heap_mb);
+        let view = isolation.view();
+        let mut cmd = base_command(&spec.interpreter, &view.of(&spec.shim), spec.node_heap_mb);
         let interp_dir = spec.interpreter.parent().map(|p| p.display().to_string()).unwrap_or_default();
         cmd.current_dir(tmp.path())
             .env("PATH", format!("{interp_dir}:/usr/local/bin:/usr/bin:/bin"))
             .env("LANG", "C.UTF-8")
-            .env("HOME", tmp.path())
-            .env("TMPDIR", tmp.path());
+            .env("HOME", view.of(tmp.path()))
+            .env("TMPDIR", view.of(tmp.path()));
         if spec.runtime == Runtime::Python311 {
             cmd.env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONNOUSERSITE", "1");
         }
@@ -274,7 +279,13 @@ impl Instance {
     /// Makes sure the process is ready for its function's calls, once (by whichever call comes
     /// first; the others wait): a new instance is put under its memory limit, a warm-pool
     /// process is specialised. False when that failed (the process is then broken).
-    pub(crate) async fn ensure_loaded(&self, spec: &LaunchSpec, memory: &Memory, live: &Arc<AtomicUsize>) -> bool {
+    pub(crate) async fn ensure_loaded(
+        &self,
+        spec: &LaunchSpec,
+        memory: &Memory,
+        isolation: &Isolation,
+        live: &Arc<AtomicUsize>,
+    ) -> bool {
         *self
             .loaded
             .get_or_init(|| async {
@@ -282,7 +293,7 @@ impl Instance {
                     self.limit_memory(memory, spec.target.spec.memory_mb).await;
                     return true;
                 }
-                match self.specialise(spec, memory, live).await {
+                match self.specialise(spec, memory, isolation, live).await {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot specialise a warm-pool process");
@@ -296,7 +307,13 @@ impl Instance {
 
     /// Turns a generic process into an instance of `spec` (its env, code and limits) and moves
     /// it from the warm pool's count to `live`. The first call waits until it has loaded.
-    async fn specialise(&self, spec: &LaunchSpec, memory: &Memory, live: &Arc<AtomicUsize>) -> Result<()> {
+    async fn specialise(
+        &self,
+        spec: &LaunchSpec,
+        memory: &Memory,
+        isolation: &Isolation,
+        live: &Arc<AtomicUsize>,
+    ) -> Result<()> {
         *lock(&self.shared.identity) = Identity {
             namespace: spec.target.namespace.clone(),
             function: spec.target.name.clone(),
@@ -307,8 +324,8 @@ impl Instance {
         let mut frame = json!({
             "type": "load",
             "handler": spec.target.spec.entrypoint,
-            "code_dir": spec.code_dir,
-            "deps_dir": spec.deps_dir,
+            "code_dir": spec.view.of(&spec.code_dir),
+            "deps_dir": spec.deps_dir.as_deref().map(|d| spec.view.of(d)),
             "env": env,
             "concurrency": spec.target.spec.concurrency,
         });
@@ -322,6 +339,9 @@ impl Instance {
             )))?;
             frame["uid"] = json!(c.uid);
             frame["gid"] = json!(c.gid);
+        }
+        if let Some(layer) = isolation.narrowing_layer(&spec.build_dir, self._tmp.path()) {
+            frame["landlock"] = layer;
         }
         write_frame(&mut *self.writer.lock().await, &frame).await?;
         self.limit_memory(memory, spec.target.spec.memory_mb).await;

@@ -726,6 +726,30 @@ impl Jail {
 // ---------------------------------------------------------------------------------------------
 // The executor's isolation settings
 
+/// Where the data folder appears inside a mount namespace: `/sless`, apart from every other
+/// folder of the sandbox. (At its host path, a data folder under `/tmp` would sit inside the
+/// sandbox's `/tmp`, and a Landlock rule for that `/tmp` would cover it.)
+pub(crate) const SANDBOX_DATA_DIR: &str = "/sless";
+
+/// Maps host paths in the data folder to where a sandboxed process sees them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct View {
+    /// The data folder on the host.
+    data: PathBuf,
+    /// Where it is seen (`None`: at the same path, no mount namespace).
+    seen_at: Option<PathBuf>,
+}
+
+impl View {
+    /// Where the process sees `host` (unchanged outside the data folder).
+    pub(crate) fn of(&self, host: &Path) -> PathBuf {
+        match (&self.seen_at, host.strip_prefix(&self.data)) {
+            (Some(at), Ok(rel)) => at.join(rel),
+            _ => host.to_path_buf(),
+        }
+    }
+}
+
 /// What a process is sandboxed for.
 #[derive(Debug, Clone)]
 pub(crate) enum Role<'a> {
@@ -741,6 +765,8 @@ pub(crate) enum Role<'a> {
 pub(crate) struct Isolation {
     /// What is in force.
     pub protections: Protections,
+    /// The data folder on the host.
+    data_dir: PathBuf,
     /// The empty host folder each mount namespace mounts its new root on.
     new_root: PathBuf,
     /// System folders and links (`/usr`, `/etc`, `/bin` → `usr/bin`, …) and the interpreters'
@@ -899,6 +925,7 @@ impl Isolation {
             None
         };
         Isolation {
+            data_dir: data_dir.to_path_buf(),
             loader,
             seccomp: protections.has(Protection::Seccomp).then(seccomp_program).flatten(),
             protections,
@@ -908,6 +935,12 @@ impl Isolation {
             runtimes,
             builds: data_dir.join("builds"),
         }
+    }
+
+    /// Where sandboxed processes see the data folder's paths.
+    pub(crate) fn view(&self) -> View {
+        let seen_at = self.protections.has(Protection::MountNamespace).then(|| PathBuf::from(SANDBOX_DATA_DIR));
+        View { data: self.data_dir.clone(), seen_at }
     }
 
     /// Whether instances run as their function's uid.
@@ -924,12 +957,13 @@ impl Isolation {
             Role::Pool => (self.builds.clone(), None),
         };
         let mount = p.has(Protection::MountNamespace);
+        let view = self.view();
         let mounts = if mount {
             let mut entries = self.system.clone();
-            let ro = |src: &Path| Entry::Bind { src: src.into(), dst: src.into(), writable: false, device: false };
+            let ro = |src: &Path| Entry::Bind { src: src.into(), dst: view.of(src), writable: false, device: false };
             entries.push(ro(&self.runtimes));
             entries.push(ro(&code));
-            entries.push(Entry::Bind { src: tmp.into(), dst: tmp.into(), writable: true, device: false });
+            entries.push(Entry::Bind { src: tmp.into(), dst: view.of(tmp), writable: true, device: false });
             entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
             entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
             for dev in ["null", "zero", "full", "random", "urandom"] {
@@ -953,31 +987,56 @@ impl Isolation {
         } else {
             None
         };
-        let landlock = if p.has(Protection::Landlock) {
-            let abi = p.landlock_abi;
-            let mut rules = Vec::new();
-            for r in &self.readable {
-                rules.push((cstr(r)?, Access::ReadExec.bits(abi)));
+        let landlock = match self.landlock_rules(&view.of(&code), &view.of(tmp)) {
+            Some(rules) => {
+                let rules = rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<_>>()?;
+                Some((p.landlock_abi, rules))
             }
-            rules.push((cstr(&self.runtimes)?, Access::Read.bits(abi)));
-            rules.push((cstr(&code)?, Access::ReadExec.bits(abi)));
-            rules.push((cstr(tmp)?, Access::ReadWrite.bits(abi)));
-            rules.push((c"/proc".to_owned(), Access::Read.bits(abi)));
-            if mount {
-                // The sandbox's own: its /tmp, /dev and /dev/shm (the host's stay out of reach).
-                rules.push((c"/tmp".to_owned(), Access::ReadWrite.bits(abi)));
-                rules.push((c"/dev".to_owned(), Access::Devices.bits(abi)));
-                rules.push((c"/dev/shm".to_owned(), Access::ReadWrite.bits(abi)));
-            } else {
-                for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"] {
-                    rules.push((cstr(Path::new(dev))?, Access::Devices.bits(abi) & !(LL_READ_DIR)));
-                }
-            }
-            Some((abi, rules))
-        } else {
-            None
+            None => None,
         };
-        Ok(Jail { mounts, cwd: cstr(cwd)?, landlock, creds, seccomp: self.seccomp.clone() })
+        Ok(Jail { mounts, cwd: cstr(&view.of(cwd))?, landlock, creds, seccomp: self.seccomp.clone() })
+    }
+
+    /// The Landlock rules (path, access bits) of a process reading `code` with the temp folder
+    /// `tmp` (both as the process sees them); `None` when Landlock is off.
+    fn landlock_rules(&self, code: &Path, tmp: &Path) -> Option<Vec<(PathBuf, u64)>> {
+        let p = &self.protections;
+        if !p.has(Protection::Landlock) {
+            return None;
+        }
+        let abi = p.landlock_abi;
+        let mut rules: Vec<(PathBuf, u64)> = self.readable.iter().map(|r| (r.clone(), Access::ReadExec.bits(abi))).collect();
+        rules.push((self.view().of(&self.runtimes), Access::Read.bits(abi)));
+        rules.push((code.to_path_buf(), Access::ReadExec.bits(abi)));
+        rules.push((tmp.to_path_buf(), Access::ReadWrite.bits(abi)));
+        rules.push(("/proc".into(), Access::Read.bits(abi)));
+        if p.has(Protection::MountNamespace) {
+            // The sandbox's own: its /tmp, /dev and /dev/shm (the host's stay out of reach).
+            rules.push(("/tmp".into(), Access::ReadWrite.bits(abi)));
+            rules.push(("/dev".into(), Access::Devices.bits(abi)));
+            rules.push(("/dev/shm".into(), Access::ReadWrite.bits(abi)));
+        } else {
+            for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"] {
+                rules.push((dev.into(), Access::Devices.bits(abi) & !LL_READ_DIR));
+            }
+        }
+        Some(rules)
+    }
+
+    /// The Landlock layer a warm-pool process adds when it becomes an instance of the function
+    /// built in `build`, with the temp folder `tmp` (the `landlock` field of a `load` frame,
+    /// runtimes/PROTOCOL.md): the rules of an instance of that function, so its reads are
+    /// narrowed from every build to its own. `None` when Landlock is off.
+    pub(crate) fn narrowing_layer(&self, build: &Path, tmp: &Path) -> Option<serde_json::Value> {
+        let abi = self.protections.landlock_abi;
+        let view = self.view();
+        let rules = self.landlock_rules(&view.of(build), &view.of(tmp))?;
+        let scoped = if abi >= 6 { LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL } else { 0 };
+        Some(serde_json::json!({
+            "handled": handled_fs(abi),
+            "scoped": scoped,
+            "rules": rules.iter().map(|(p, bits)| serde_json::json!([p, bits])).collect::<Vec<_>>(),
+        }))
     }
 
     /// Installs `jail` on `cmd`, applied in the child before `execve`.

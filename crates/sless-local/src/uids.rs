@@ -2,12 +2,14 @@
 //! function isolation").
 //!
 //! Uids come from a range of sless's own, far above the machine's users (`/etc/passwd` is
-//! never read or changed): [`FIRST_UID`] and up, one per function (namespace and name), the
-//! group id equal to the uid. Allocations are kept in `<data dir>/function-uids.json`,
-//! written atomically (a temp file renamed over it), so a function keeps its uid across
-//! restarts and files it left in its temp folder keep a meaning. A deleted function's uid
-//! stays recorded: a function created again under the same name gets it back, and no other
-//! function ever does.
+//! never read or changed): from [`FIRST_UID`] up, in blocks of [`BLOCK`]. Each data folder
+//! takes one block, picked at random at its first start (so two servers on one machine, each
+//! with its own data folder, do not share uids and do not kill each other's leftovers), and
+//! gives one uid of it to each function (namespace and name), the group id equal to the uid.
+//! The block and the allocations are kept in `<data dir>/function-uids.json`, written
+//! atomically (a temp file renamed over it), so a function keeps its uid across restarts. A
+//! deleted function's uid stays recorded: a function created again under the same name gets
+//! it back, and no other function ever does.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,8 +19,10 @@ use crate::{Error, Result};
 /// The first uid given to a function (200,000: above the 65,536 ids of classic systems and
 /// the subordinate ranges `useradd` hands out from 100,000 by default).
 pub(crate) const FIRST_UID: u32 = 200_000;
-/// One past the last uid given to a function (FIRST_UID + 1,000,000).
-pub(crate) const END_UID: u32 = FIRST_UID + 1_000_000;
+/// Uids per data folder (65,536).
+pub(crate) const BLOCK: u32 = 1 << 16;
+/// How many blocks there are (60,000: the last ends below 2³² − 1, the kernel's "no uid").
+pub(crate) const BLOCKS: u32 = 60_000;
 /// The uid (and gid) of the process that checks the sandbox at start (199,999; never a
 /// function's).
 pub(crate) const PROBE_UID: u32 = FIRST_UID - 1;
@@ -26,14 +30,26 @@ pub(crate) const PROBE_UID: u32 = FIRST_UID - 1;
 /// The name of the state file in the data folder.
 pub(crate) const STATE_FILE: &str = "function-uids.json";
 
-/// What the state file holds: `"<namespace>/<name>"` → uid.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// What the state file holds: the data folder's block and `"<namespace>/<name>"` → uid.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct UidTable {
+    /// The first uid of this data folder's block.
+    pub first: u32,
     /// Allocated uids by function key.
+    #[serde(default)]
     pub functions: BTreeMap<String, u32>,
 }
 
 impl UidTable {
+    /// An empty table on block `block` (0 ≤ block < BLOCKS; larger values wrap).
+    pub(crate) fn new(block: u32) -> UidTable {
+        UidTable { first: FIRST_UID + (block % BLOCKS) * BLOCK, functions: BTreeMap::new() }
+    }
+
+    fn range(&self) -> std::ops::Range<u32> {
+        self.first..self.first + BLOCK
+    }
+
     /// The uid of `key`, allocating the lowest free one of the range if it has none. `None`
     /// when the range is exhausted. The second value says whether the table changed.
     pub(crate) fn uid_for(&mut self, key: &str) -> Option<(u32, bool)> {
@@ -41,7 +57,7 @@ impl UidTable {
             return Some((*uid, false));
         }
         let used: std::collections::BTreeSet<u32> = self.functions.values().copied().collect();
-        let uid = (FIRST_UID..END_UID).find(|u| !used.contains(u))?;
+        let uid = self.range().find(|u| !used.contains(u))?;
         self.functions.insert(key.to_string(), uid);
         Some((uid, true))
     }
@@ -51,11 +67,16 @@ impl UidTable {
         self.functions.values().copied().collect()
     }
 
-    /// Reads a table, dropping entries outside the range (a hand-edited file cannot make a
-    /// function run as root or as a machine user).
-    pub(crate) fn parse(text: &str) -> std::result::Result<UidTable, serde_json::Error> {
-        let mut table: UidTable = serde_json::from_str(text)?;
-        table.functions.retain(|_, uid| (FIRST_UID..END_UID).contains(uid));
+    /// Reads a table. A block outside sless's range is refused; entries outside the block are
+    /// dropped (a hand-edited file cannot make a function run as root or as a machine user).
+    pub(crate) fn parse(text: &str) -> std::result::Result<UidTable, String> {
+        let mut table: UidTable = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let offset = table.first.checked_sub(FIRST_UID).ok_or("the block starts below sless's range")?;
+        if offset % BLOCK != 0 || offset / BLOCK >= BLOCKS {
+            return Err(format!("{} does not start a block of sless's range", table.first));
+        }
+        let range = table.range();
+        table.functions.retain(|_, uid| range.contains(uid));
         Ok(table)
     }
 }
@@ -80,7 +101,11 @@ impl UidStore {
         let table = match std::fs::read_to_string(&path) {
             Ok(text) => UidTable::parse(&text)
                 .map_err(|e| Error::Protocol(format!("{} is not a uid table: {e}", path.display())))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => UidTable::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let table = UidTable::new(random_u32()?);
+                UidStore { path: path.clone(), table: table.clone() }.save()?;
+                table
+            }
             Err(e) => return Err(Error::io(format!("reading {}", path.display()))(e)),
         };
         Ok(UidStore { path, table })
@@ -92,7 +117,7 @@ impl UidStore {
         let (uid, changed) = self
             .table
             .uid_for(&key(namespace, name))
-            .ok_or_else(|| Error::Protocol(format!("no free function uid left in {FIRST_UID}..{END_UID}")))?;
+            .ok_or_else(|| Error::Protocol(format!("no free function uid left in {:?}", self.table.range())))?;
         if changed {
             self.save()?;
         }
@@ -113,31 +138,50 @@ impl UidStore {
     }
 }
 
+/// Four random bytes from the kernel.
+fn random_u32() -> Result<u32> {
+    let mut buf = [0u8; 4];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))
+        .map_err(Error::io("reading /dev/urandom"))?;
+    Ok(u32::from_ne_bytes(buf))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn uids_are_allocated_once_per_function_from_the_range() {
-        let mut t = UidTable::default();
-        assert_eq!(t.uid_for("default/a"), Some((FIRST_UID, true)));
-        assert_eq!(t.uid_for("default/b"), Some((FIRST_UID + 1, true)));
-        assert_eq!(t.uid_for("default/a"), Some((FIRST_UID, false)), "stable");
-        assert_eq!(t.uid_for("other/a"), Some((FIRST_UID + 2, true)), "namespaces are apart");
+    fn uids_are_allocated_once_per_function_from_the_block() {
+        let mut t = UidTable::new(3);
+        let first = FIRST_UID + 3 * BLOCK;
+        assert_eq!(t.uid_for("default/a"), Some((first, true)));
+        assert_eq!(t.uid_for("default/b"), Some((first + 1, true)));
+        assert_eq!(t.uid_for("default/a"), Some((first, false)), "stable");
+        assert_eq!(t.uid_for("other/a"), Some((first + 2, true)), "namespaces are apart");
         assert!(PROBE_UID < FIRST_UID, "the probe's uid is never a function's");
+        assert_eq!(UidTable::new(BLOCKS).first, FIRST_UID, "blocks wrap");
+        let last = UidTable::new(BLOCKS - 1);
+        assert!(u64::from(last.first) + u64::from(BLOCK) < u64::from(u32::MAX), "below (uid_t) -1");
+        let mut full = UidTable::new(0);
+        full.functions = (0..BLOCK).map(|i| (i.to_string(), FIRST_UID + i)).collect();
+        assert_eq!(full.uid_for("one-more"), None, "a full block is an error, not another block's uid");
     }
 
     #[test]
-    fn a_gap_is_reused_and_out_of_range_entries_are_dropped() {
+    fn a_gap_is_reused_and_out_of_block_entries_are_dropped() {
+        let first = FIRST_UID + BLOCK;
         let text = format!(
-            r#"{{"functions": {{"default/root": 0, "default/user": 1000, "default/a": {}, "default/c": {}}}}}"#,
-            FIRST_UID,
-            FIRST_UID + 2
+            r#"{{"first": {first}, "functions": {{"default/root": 0, "default/user": 1000, "default/other": {FIRST_UID}, "default/a": {first}, "default/c": {}}}}}"#,
+            first + 2
         );
         let mut t = UidTable::parse(&text).expect("parses");
-        assert_eq!(t.functions.len(), 2, "uid 0 and a machine user's uid are refused: {t:?}");
-        assert_eq!(t.uid_for("default/root"), Some((FIRST_UID + 1, true)), "a new, in-range uid");
-        assert_eq!(t.uid_for("default/d"), Some((FIRST_UID + 3, true)));
+        assert_eq!(t.functions.len(), 2, "uid 0, a machine user's and another block's uid are refused: {t:?}");
+        assert_eq!(t.uid_for("default/root"), Some((first + 1, true)), "a new uid of the block");
+        assert_eq!(t.uid_for("default/d"), Some((first + 3, true)));
+        for bad in [r#"{"first": 0}"#, r#"{"first": 200001}"#, r#"{"functions": {}}"#] {
+            assert!(UidTable::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -148,6 +192,7 @@ mod tests {
         let b = s.uid_for("default", "b").expect("b");
         assert_ne!(a, b);
         let mut again = UidStore::open(dir.path()).expect("reopen");
+        assert_eq!(again.table.first, s.table.first, "the block is kept");
         assert_eq!(again.uid_for("default", "b").expect("b"), b);
         assert_eq!(again.uid_for("default", "a").expect("a"), a);
         assert!(!dir.path().join("function-uids.json.tmp").exists(), "written atomically");
