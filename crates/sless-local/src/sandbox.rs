@@ -741,9 +741,12 @@ pub(crate) struct View {
 }
 
 impl View {
-    /// Where the process sees `host` (unchanged outside the data folder).
+    /// Where the process sees `host`: unchanged outside the data folder and for the shims
+    /// (`<data>/runtimes`, read-only and nobody's secret, at their host path so that a process
+    /// list shows which data folder a function process belongs to).
     pub(crate) fn of(&self, host: &Path) -> PathBuf {
         match (&self.seen_at, host.strip_prefix(&self.data)) {
+            (_, Ok(rel)) if rel.starts_with("runtimes") => host.to_path_buf(),
             (Some(at), Ok(rel)) => at.join(rel),
             _ => host.to_path_buf(),
         }
@@ -989,7 +992,8 @@ impl Isolation {
         };
         let landlock = match self.landlock_rules(&view.of(&code), &view.of(tmp)) {
             Some(rules) => {
-                let rules = rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<_>>()?;
+                let rules =
+                    rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<_>>()?;
                 Some((p.landlock_abi, rules))
             }
             None => None,
@@ -1005,7 +1009,8 @@ impl Isolation {
             return None;
         }
         let abi = p.landlock_abi;
-        let mut rules: Vec<(PathBuf, u64)> = self.readable.iter().map(|r| (r.clone(), Access::ReadExec.bits(abi))).collect();
+        let mut rules: Vec<(PathBuf, u64)> =
+            self.readable.iter().map(|r| (r.clone(), Access::ReadExec.bits(abi))).collect();
         rules.push((self.view().of(&self.runtimes), Access::Read.bits(abi)));
         rules.push((code.to_path_buf(), Access::ReadExec.bits(abi)));
         rules.push((tmp.to_path_buf(), Access::ReadWrite.bits(abi)));
@@ -1267,6 +1272,20 @@ mod tests {
                 "mount bind /r/tmp/data/builds/x ro=true",
             ]
         );
+    }
+
+    #[test]
+    fn the_data_folder_is_seen_at_sless_but_the_shims_where_they_are() {
+        let view = View { data: "/tmp/d".into(), seen_at: Some(SANDBOX_DATA_DIR.into()) };
+        assert_eq!(view.of(Path::new("/tmp/d/builds/python3.11/x/code")), Path::new("/sless/builds/python3.11/x/code"));
+        assert_eq!(view.of(Path::new("/tmp/d/tmp/instance-1")), Path::new("/sless/tmp/instance-1"));
+        assert_eq!(
+            view.of(Path::new("/tmp/d/runtimes/python3.11/bootstrap.py")),
+            Path::new("/tmp/d/runtimes/python3.11/bootstrap.py")
+        );
+        assert_eq!(view.of(Path::new("/usr/bin/python3.11")), Path::new("/usr/bin/python3.11"));
+        let same = View { data: "/tmp/d".into(), seen_at: None };
+        assert_eq!(same.of(Path::new("/tmp/d/builds/x")), Path::new("/tmp/d/builds/x"));
     }
 
     #[test]

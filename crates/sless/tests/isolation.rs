@@ -113,6 +113,54 @@ def handler(event, context):
     return out
 "#;
 
+/// The spy in Node (what Node can try without native code): files, other processes' `/proc`
+/// entries, signals, writes, and a detached child left behind.
+const NODE_SPY: &str = r#"
+const fs = require('fs');
+const path = require('path');
+const { spawn } = require('child_process');
+exports.handler = async (event) => {
+  const a = JSON.parse(event.body);
+  const code = process.env.SLESS_CODE_DIR;
+  const seen = path.dirname(path.dirname(path.dirname(path.dirname(code))));
+  const out = { 'seen data folder': seen };
+  const t = (name, f) => {
+    try {
+      out[name] = 'ALLOWED: ' + JSON.stringify(f()).slice(0, 200);
+    } catch (e) {
+      out[name] = `denied: ${e.code || e.name}: ${e.message}`;
+    }
+  };
+  const read = (p) => fs.readFileSync(p, 'latin1').slice(0, 200);
+  t('read admin-token', () => read(a.data + '/admin-token'));
+  t('read sless.db', () => read(a.data + '/sless.db'));
+  t('read admin-token where it sees the data folder', () => read(seen + '/admin-token'));
+  t('read sless.db where it sees the data folder', () => read(seen + '/sless.db'));
+  t('list the builds it sees', () => fs.readdirSync(seen + '/builds/python3.11'));
+  t("read the server's environ", () => read(`/proc/${a.server_pid}/environ`));
+  t("read the server's cmdline", () => read(`/proc/${a.server_pid}/cmdline`));
+  t("read another function's environ", () => read(`/proc/${a.victim_pid}/environ`));
+  t("open another function's mem", () => fs.closeSync(fs.openSync(`/proc/${a.victim_pid}/mem`, 'r')));
+  t("kill another function's process", () => process.kill(a.victim_pid, 'SIGKILL'));
+  t('signal the server', () => process.kill(a.server_pid, 0));
+  t('write into its code folder', () => fs.writeFileSync(code + '/spy.txt', 'x'));
+  t('write into the data folder', () => fs.writeFileSync(a.data + '/spy.txt', 'x'));
+  t('become root', () => process.setuid(0));
+  out.uid = process.getuid();
+  out.groups = process.getgroups();
+  out['sees the server'] = fs.existsSync(`/proc/${a.server_pid}`);
+  out['ok: read own code'] = read(code + '/index.js').slice(0, 20);
+  fs.writeFileSync(process.env.TMPDIR + '/ok.txt', 'ok');
+  out['ok: write TMPDIR'] = process.env.TMPDIR + '/ok.txt';
+  fs.writeFileSync('/tmp/ok.txt', 'ok');
+  out['ok: write /tmp'] = '/tmp/ok.txt';
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600000)', a.tag], { detached: true, stdio: 'ignore' });
+  child.unref();
+  out.orphan = child.pid;
+  return out;
+};
+"#;
+
 /// The protections the server's start-up line says are in force.
 fn active_protections(server: &Server) -> (String, BTreeSet<String>) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -176,9 +224,7 @@ fn stopped_by(attempt: &str) -> &'static [&'static str] {
         | "write into the data folder"
         | "read admin-token where it sees the data folder"
         | "read sless.db where it sees the data folder"
-        | "list the builds it sees" => {
-            &["mount-namespace", "landlock", "uid-per-function"]
-        }
+        | "list the builds it sees" => &["mount-namespace", "landlock", "uid-per-function"],
         "read another function's code" => &["mount-namespace", "landlock"],
         "list the data folder it sees" => &["landlock"],
         "read the server's environ" | "read another function's environ" | "open another function's mem" => {
@@ -228,19 +274,32 @@ async fn spy_on(server: &Server, spy: &str, victim: &Value, active: &BTreeSet<St
         assert!(text.starts_with("denied: "), "{spy}: {attempt} must fail ({} active): {text}", by.join(", "));
         // A system call refused by the sandbox answers EPERM (not, say, EFAULT for bad arguments).
         if EPERM_ATTEMPTS.contains(&attempt.as_str()) {
-            assert!(text.contains("[Errno 1]"), "{spy}: {attempt} must be refused with EPERM: {text}");
+            assert!(
+                text.contains("[Errno 1]") || text.contains("EPERM"),
+                "{spy}: {attempt} must be refused with EPERM: {text}"
+            );
         }
     }
-    assert!(out["ok: read own code"].as_str().is_some_and(|c| c.starts_with("\nimport ctypes")), "reads its own code");
-    assert_eq!(out["ok: a thread and a child process"], "42");
+    assert!(
+        out["ok: read own code"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("\nimport ctypes") || c.starts_with("\nconst fs")),
+        "reads its own code: {}",
+        out["ok: read own code"]
+    );
+    if !out["ok: a thread and a child process"].is_null() {
+        assert_eq!(out["ok: a thread and a child process"], "42");
+    }
     assert!(out["ok: write TMPDIR"].is_string() && out["ok: write /tmp"].is_string());
     if active.contains("uid-per-function") {
         let uid = out["uid"].as_u64().expect("uid");
         assert!(uid >= 200_000, "a uid of sless's range: {uid}");
         assert_ne!(Some(uid), victim["uid"].as_u64(), "functions have uids of their own");
-        assert_eq!(out["groups"], json!([]), "no supplementary groups");
+        // Node's getgroups() always includes the effective gid (the function's, equal to its uid).
+        let groups = out["groups"].as_array().cloned().unwrap_or_default();
+        assert!(groups.iter().all(|g| g.as_u64() == Some(uid)), "no supplementary groups: {groups:?}");
     }
-    if active.contains("not-dumpable") {
+    if active.contains("not-dumpable") && !out["dumpable"].is_null() {
         assert_eq!(out["dumpable"], 0, "not dumpable after execve");
     }
     if active.contains("private-proc") {
@@ -294,13 +353,7 @@ async fn a_spy_function_cannot_escape_its_sandbox_on_either_start_path() {
     assert_eq!(cold_start_kind(&server, "spy").await, "pool", "the first spy ran in a warm-pool process");
     // … and as a process started for the function (a start-time setting skips the pool).
     server
-        .deploy(
-            "spy-proc",
-            "python3.11",
-            "main.handler",
-            &[("main.py", SPY)],
-            json!({"env": {"PYTHONHASHSEED": "0"}}),
-        )
+        .deploy("spy-proc", "python3.11", "main.handler", &[("main.py", SPY)], json!({"env": {"PYTHONHASHSEED": "0"}}))
         .await;
     let started = spy_on(&server, "spy-proc", &victim, &active).await;
     assert_eq!(cold_start_kind(&server, "spy-proc").await, "process");
@@ -340,4 +393,41 @@ async fn function_uids_stay_the_same_across_restarts() {
     assert!(server.stop().success());
     let server = Server::start_in(dir.path(), &[]);
     assert_eq!((uid(&server, "b").await, uid(&server, "a").await), (b, a), "the same uids after a restart");
+}
+
+#[tokio::test]
+async fn a_node_spy_cannot_escape_either() {
+    let server = Server::start_with(&["--warm-pool-size", "1"]);
+    let (line, active) = active_protections(&server);
+    println!("start-up line: {line}");
+    server.deploy("victim", "python3.11", "main.handler", &[("main.py", VICTIM)], json!({})).await;
+    let (s, _, victim) = server.invoke("victim", "GET", "", None).await;
+    assert_eq!(s, 200, "{victim}");
+    let wait = Instant::now() + Duration::from_secs(30);
+    while processes_mentioning("nodejs20/bootstrap.cjs").is_empty() {
+        assert!(Instant::now() < wait, "no Node warm-pool process");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A warm-pool process (it drops to the function's uid at `load`; no second Landlock layer in
+    // Node, see docs/security.md) …
+    server.deploy("spy-js", "nodejs20", "index.handler", &[("index.js", NODE_SPY)], json!({})).await;
+    let pooled = spy_on(&server, "spy-js", &victim, &active).await;
+    assert_eq!(cold_start_kind(&server, "spy-js").await, "pool");
+    // … and a process started for the function (NODE_OPTIONS skips the pool).
+    server
+        .deploy(
+            "spy-js-proc",
+            "nodejs20",
+            "index.handler",
+            &[("index.js", NODE_SPY)],
+            json!({"env": {"NODE_OPTIONS": "--no-warnings"}}),
+        )
+        .await;
+    let started = spy_on(&server, "spy-js-proc", &victim, &active).await;
+    assert_eq!(cold_start_kind(&server, "spy-js-proc").await, "process");
+    if active.contains("uid-per-function") {
+        assert_ne!(pooled["uid"], started["uid"]);
+    }
+    let (s, _, again) = server.invoke("victim", "GET", "", None).await;
+    assert_eq!((s, &again["pid"]), (200, &victim["pid"]), "{again}");
 }
