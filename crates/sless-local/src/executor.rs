@@ -155,11 +155,7 @@ impl LocalExecutor {
         tracing::info!(
             active = %protections.active_names(),
             inactive = %protections.missing_names(),
-            warm_pool = if isolation.uids() {
-                "pool processes run as root in their sandbox until specialised, then drop to the function's uid"
-            } else {
-                "pool processes run in the same sandbox as instances"
-            },
+            warm_pool = isolation.pool_caveats(),
             "function isolation"
         );
         if isolation.uids() {

@@ -946,6 +946,23 @@ impl Isolation {
         View { data: self.data_dir.clone(), seen_at }
     }
 
+    /// What differs for warm-pool processes (the start-up line's `warm_pool` field, in the
+    /// words of docs/security.md, "The warm pool").
+    pub(crate) fn pool_caveats(&self) -> String {
+        let p = &self.protections;
+        let mut said = Vec::new();
+        if p.has(Protection::MountNamespace) {
+            said.push("every build is mounted read-only until specialised");
+        }
+        if p.has(Protection::UidPerFunction) {
+            said.push("root in the sandbox until specialised, then the function's uid");
+        }
+        if p.has(Protection::Landlock) {
+            said.push("python narrows Landlock to its own build at load, node does not");
+        }
+        if said.is_empty() { "the same sandbox as instances".into() } else { said.join("; ") }
+    }
+
     /// Whether instances run as their function's uid.
     pub(crate) fn uids(&self) -> bool {
         self.protections.has(Protection::UidPerFunction)

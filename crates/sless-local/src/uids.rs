@@ -26,6 +26,7 @@ pub(crate) const BLOCKS: u32 = 60_000;
 /// The uid (and gid) of the process that checks the sandbox at start (199,999; never a
 /// function's).
 pub(crate) const PROBE_UID: u32 = FIRST_UID - 1;
+const _: () = assert!(PROBE_UID < FIRST_UID, "the probe's uid is never a function's");
 
 /// The name of the state file in the data folder.
 pub(crate) const STATE_FILE: &str = "function-uids.json";
@@ -159,7 +160,6 @@ mod tests {
         assert_eq!(t.uid_for("default/b"), Some((first + 1, true)));
         assert_eq!(t.uid_for("default/a"), Some((first, false)), "stable");
         assert_eq!(t.uid_for("other/a"), Some((first + 2, true)), "namespaces are apart");
-        assert!(PROBE_UID < FIRST_UID, "the probe's uid is never a function's");
         assert_eq!(UidTable::new(BLOCKS).first, FIRST_UID, "blocks wrap");
         let last = UidTable::new(BLOCKS - 1);
         assert!(u64::from(last.first) + u64::from(BLOCK) < u64::from(u32::MAX), "below (uid_t) -1");
