@@ -21,8 +21,9 @@ use crate::{Error, Result};
 pub(crate) const FIRST_UID: u32 = 200_000;
 /// Uids per data folder (65,536).
 pub(crate) const BLOCK: u32 = 1 << 16;
-/// How many blocks there are (60,000: the last ends below 2³² − 1, the kernel's "no uid").
-pub(crate) const BLOCKS: u32 = 60_000;
+/// How many blocks there are (32,000: the last ends below 2³¹, so every uid is positive also
+/// for programs that take a uid for a signed 32-bit number).
+pub(crate) const BLOCKS: u32 = 32_000;
 /// The uid (and gid) of the process that checks the sandbox at start (199,999; never a
 /// function's).
 pub(crate) const PROBE_UID: u32 = FIRST_UID - 1;
@@ -162,7 +163,7 @@ mod tests {
         assert_eq!(t.uid_for("other/a"), Some((first + 2, true)), "namespaces are apart");
         assert_eq!(UidTable::new(BLOCKS).first, FIRST_UID, "blocks wrap");
         let last = UidTable::new(BLOCKS - 1);
-        assert!(u64::from(last.first) + u64::from(BLOCK) < u64::from(u32::MAX), "below (uid_t) -1");
+        assert!(u64::from(last.first) + u64::from(BLOCK) <= 1 << 31, "below 2^31");
         let mut full = UidTable::new(0);
         full.functions = (0..BLOCK).map(|i| (i.to_string(), FIRST_UID + i)).collect();
         assert_eq!(full.uid_for("one-more"), None, "a full block is an error, not another block's uid");
