@@ -382,7 +382,19 @@ fn landlock_abi() -> Option<u32> {
 /// The file-system accesses Landlock handles at `abi` (everything it knows: what a rule does
 /// not grant is denied).
 fn handled_fs(abi: u32) -> u64 {
-    let mut all = (1 << 13) - 1;
+    let mut all = LL_EXECUTE
+        | LL_WRITE_FILE
+        | LL_READ_FILE
+        | LL_READ_DIR
+        | LL_REMOVE_DIR
+        | LL_REMOVE_FILE
+        | LL_MAKE_CHAR
+        | LL_MAKE_DIR
+        | LL_MAKE_REG
+        | LL_MAKE_SOCK
+        | LL_MAKE_FIFO
+        | LL_MAKE_BLOCK
+        | LL_MAKE_SYM;
     if abi >= 2 {
         all |= LL_REFER;
     }
@@ -430,7 +442,6 @@ impl Access {
             }
             Access::Devices => LL_READ_FILE | LL_WRITE_FILE | LL_READ_DIR | LL_TRUNCATE | LL_IOCTL_DEV,
         };
-        let _ = (LL_MAKE_CHAR, LL_MAKE_BLOCK);
         bits & handled_fs(abi)
     }
 }
@@ -806,7 +817,9 @@ fn unreadable_loader(copy: &Path) -> std::io::Result<PathBuf> {
     let fresh =
         current.is_some_and(|c| c.len() == meta.len() && c.mtime() == meta.mtime() && c.mode() & 0o777 == 0o711);
     if !fresh {
-        let tmp = copy.with_extension("tmp");
+        // A name of this copy's own: two spawns may refresh it at once.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let tmp = copy.with_extension(format!("tmp-{}-{nanos}", std::process::id()));
         std::fs::copy(&real, &tmp)?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o711))?;
         let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_secs(meta.mtime().max(0) as u64);
@@ -1001,7 +1014,9 @@ impl Isolation {
             }
             entries.push(Entry::Proc { dst: "/proc".into() });
             if let Some((real, copy)) = &self.loader {
-                entries.push(Entry::Bind { src: copy.clone(), dst: real.clone(), writable: false, device: false });
+                // Copied again if the loader changed since (a C library upgrade).
+                let real = unreadable_loader(copy).unwrap_or_else(|_| real.clone());
+                entries.push(Entry::Bind { src: copy.clone(), dst: real, writable: false, device: false });
             }
             Some((cstr(&self.new_root)?, mount_ops(&self.new_root, &entries)?))
         } else {
@@ -1289,6 +1304,20 @@ mod tests {
                 "mount bind /r/tmp/data/builds/x ro=true",
             ]
         );
+    }
+
+    #[test]
+    fn landlock_handles_everything_its_abi_knows_and_grants_no_device_creation() {
+        assert_eq!(handled_fs(1), (1 << 13) - 1);
+        assert_eq!(handled_fs(7), (1 << 16) - 1, "refer (2), truncate (3), ioctl on devices (5)");
+        for abi in [1, 3, 7] {
+            let rw = Access::ReadWrite.bits(abi);
+            assert_eq!(rw & (LL_MAKE_CHAR | LL_MAKE_BLOCK), 0, "no device nodes");
+            assert_eq!(rw & !handled_fs(abi), 0, "only what the ABI knows");
+            assert_eq!(Access::Read.bits(abi) & (LL_WRITE_FILE | LL_EXECUTE | LL_MAKE_REG), 0);
+            assert_eq!(Access::ReadExec.bits(abi) & LL_WRITE_FILE, 0);
+        }
+        assert_eq!(Access::Devices.bits(1) & LL_IOCTL_DEV, 0, "ABI 1 has no ioctl right");
     }
 
     #[test]
