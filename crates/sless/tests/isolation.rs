@@ -372,8 +372,10 @@ async fn a_spy_function_cannot_escape_its_sandbox_on_either_start_path() {
     assert_eq!(s, 200, "{victim}");
     // Through the warm pool (the pool process is specialised, then drops to the spy's uid) …
     let wait = Instant::now() + Duration::from_secs(30);
-    while processes_mentioning("python3.11/bootstrap.py").len() < 2 {
-        assert!(Instant::now() < wait, "the warm pool did not refill: {:?}", processes_mentioning("bootstrap"));
+    // This server's runtime processes (the tests of this file run in parallel).
+    let shim = server.data.join("runtimes/python3.11/bootstrap.py").display().to_string();
+    while processes_mentioning(&shim).len() < 2 {
+        assert!(Instant::now() < wait, "the warm pool did not refill: {:?}", processes_mentioning(&shim));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     server.deploy("spy", "python3.11", "main.handler", &[("main.py", SPY)], json!({})).await;
@@ -435,7 +437,8 @@ async fn a_node_spy_cannot_escape_either() {
     let (s, _, victim) = server.invoke("victim", "GET", "", None).await;
     assert_eq!(s, 200, "{victim}");
     let wait = Instant::now() + Duration::from_secs(30);
-    while processes_mentioning("nodejs20/bootstrap.cjs").is_empty() {
+    let shim = server.data.join("runtimes/nodejs20/bootstrap.cjs").display().to_string();
+    while processes_mentioning(&shim).is_empty() {
         assert!(Instant::now() < wait, "no Node warm-pool process");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
