@@ -1320,6 +1320,84 @@ mod tests {
         assert_eq!(Access::Devices.bits(1) & LL_IOCTL_DEV, 0, "ABI 1 has no ioctl right");
     }
 
+    /// The host → sandbox binds of a jail, as (source, destination, writable).
+    fn binds(jail: &Jail) -> Vec<(String, String, bool)> {
+        let Some((root, ops)) = &jail.mounts else { return Vec::new() };
+        let root = root.to_string_lossy().into_owned();
+        ops.iter()
+            .filter_map(|o| match o {
+                Op::Mount { src: Some(src), dst, fstype: None, .. } => Some((src, dst)),
+                _ => None,
+            })
+            .map(|(src, dst)| {
+                let dst = dst.to_string_lossy().trim_start_matches(root.as_str()).to_string();
+                let writable = ops.iter().any(|o| {
+                    matches!(o, Op::Mount { src: None, dst: d, flags, .. }
+                        if d.to_string_lossy().ends_with(dst.as_str()) && flags & libc::MS_RDONLY == 0)
+                });
+                (src.to_string_lossy().into_owned(), dst, writable)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_function_jail_holds_its_own_build_and_a_pool_jail_every_build() {
+        // (Isolation::new copies the dynamic loader into <data>/runtimes.)
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path();
+        let d = data.display().to_string();
+        let at = |rel: &str| format!("{d}/{rel}");
+        let all = Protections::plan(facts(true, Some(7), true));
+        let iso = Isolation::new(data, &[Path::new("/opt/py/3.11/bin/python3")], all);
+        let build = data.join("builds/python3.11/abc");
+        let tmp = data.join("tmp/instance-1");
+        let creds = Some(Creds { uid: 200_000, gid: 200_000 });
+        let jail = iso.jail(&Role::Function { build: &build, creds }, &tmp, &build.join("code")).expect("jail");
+        let b = binds(&jail);
+        assert!(b.contains(&(at("builds/python3.11/abc"), "/sless/builds/python3.11/abc".into(), false)), "{b:?}");
+        assert!(b.contains(&(at("tmp/instance-1"), "/sless/tmp/instance-1".into(), true)), "{b:?}");
+        assert!(b.contains(&(at("runtimes"), at("runtimes"), false)), "{b:?}");
+        assert!(!b.iter().any(|(src, ..)| *src == d || *src == at("builds")), "nothing else of the data folder: {b:?}");
+        assert!(b.iter().all(|(src, _, w)| !w || src.starts_with(&at("tmp/")) || src.starts_with("/dev/")), "{b:?}");
+        assert_eq!(jail.creds, creds);
+        assert_eq!(jail.cwd.to_string_lossy(), "/sless/builds/python3.11/abc/code");
+        let rules = &jail.landlock.as_ref().expect("landlock").1;
+        let allowed = |p: &str| rules.iter().any(|(r, _)| r.to_string_lossy() == p);
+        assert!(allowed("/sless/builds/python3.11/abc") && allowed("/sless/tmp/instance-1"));
+        assert!(!allowed("/sless") && !allowed("/sless/builds") && !allowed("/"), "{rules:?}");
+        let pool = iso.jail(&Role::Pool, &tmp, &tmp).expect("pool jail");
+        assert!(binds(&pool).contains(&(at("builds"), "/sless/builds".into(), false)));
+        assert_eq!(pool.creds, None, "a pool process drops to its function's uid at load");
+        let layer = iso.narrowing_layer(&build, &tmp).expect("layer");
+        let paths: Vec<&str> = layer["rules"].as_array().into_iter().flatten().filter_map(|r| r[0].as_str()).collect();
+        assert!(paths.contains(&"/sless/builds/python3.11/abc") && !paths.contains(&"/sless/builds"), "{paths:?}");
+        let user = Isolation::new(data, &[], Protections::plan(facts(false, Some(7), true)));
+        let jail = user.jail(&Role::Function { build: &build, creds }, &tmp, &build).expect("jail");
+        assert!(jail.mounts.is_none() && jail.creds.is_none(), "no mounts or uids without root");
+        assert_eq!(jail.cwd.to_string_lossy(), at("builds/python3.11/abc"), "host paths without a mount namespace");
+    }
+
+    #[test]
+    fn an_interpreter_outside_the_system_folders_is_bound_at_its_own_path() {
+        let all = Protections::plan(facts(true, Some(7), true));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let iso = Isolation::new(
+            dir.path(),
+            &[Path::new("/root/.pyenv/versions/3.11.7/bin/python3"), Path::new("/usr/bin/node")],
+            all,
+        );
+        let bound: Vec<&Path> = iso
+            .system
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Bind { src, dst, writable: false, .. } if src == dst => Some(src.as_path()),
+                _ => None,
+            })
+            .collect();
+        assert!(bound.contains(&Path::new("/root/.pyenv/versions/3.11.7")), "{bound:?}");
+        assert!(!bound.contains(&Path::new("/usr/bin")) && !bound.contains(&Path::new("/root")), "{bound:?}");
+    }
+
     #[test]
     fn the_data_folder_is_seen_at_sless_but_the_shims_where_they_are() {
         let view = View { data: "/tmp/d".into(), seen_at: Some(SANDBOX_DATA_DIR.into()) };
