@@ -329,7 +329,18 @@ async fn spy_on(server: &Server, spy: &str, victim: &Value, active: &BTreeSet<St
     }
     let orphan = out["orphan"].as_u64().expect("orphan pid");
     assert!(orphan > 0);
-    assert!(!processes_mentioning(&tag).is_empty(), "the orphan runs while the function exists");
+    let seen = Instant::now() + Duration::from_secs(3);
+    while processes_mentioning(&tag).is_empty() {
+        let status = std::fs::read_to_string(format!("/proc/{orphan}/status")).unwrap_or_else(|e| e.to_string());
+        let cmdline = std::fs::read(format!("/proc/{orphan}/cmdline")).unwrap_or_default();
+        assert!(
+            Instant::now() < seen,
+            "{spy}: the orphan {orphan} does not run while the function exists: {status}\n{:?}\n{}",
+            String::from_utf8_lossy(&cmdline),
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // Deleting the function ends every process it started, the orphan too.
     server.client.delete_function(spy).await.expect("delete");
     if !active.contains("cgroup-kill") && !active.contains("uid-per-function") {
