@@ -763,9 +763,30 @@ function loadAndServe() {
   );
 }
 
+// `uid`/`gid` of a `load` frame: the function's credentials, taken before anything of the
+// function is read (PROTOCOL.md, "Warm pool"). A process that cannot drop them exits.
+function dropPrivileges(uid, gid) {
+  try {
+    process.setgroups([]);
+    process.setgid(gid);
+    process.setuid(uid);
+  } catch (e) {
+    return protocolError(`cannot take uid ${uid} / gid ${gid}: ${e && e.message}`);
+  }
+  if (process.getuid() !== uid || process.geteuid() !== uid || process.getegid() !== gid) {
+    return protocolError(`still uid ${process.geteuid()} / gid ${process.getegid()} after dropping to ${uid} / ${gid}`);
+  }
+  return true;
+}
+
 // A generic process becomes the function's instance (PROTOCOL.md, "Warm pool").
 function load(msg) {
-  const { handler: spec, code_dir: dir, deps_dir: deps, env: newEnv, concurrency: n } = msg;
+  const { handler: spec, code_dir: dir, deps_dir: deps, env: newEnv, concurrency: n, uid, gid } = msg;
+  const id = (v) => v === undefined || v === null || (Number.isInteger(v) && v > 0);
+  if (!id(uid) || !id(gid) || (uid == null) !== (gid == null)) {
+    return protocolError('bad load frame (want uid and gid: both positive integers, or neither)');
+  }
+  if (uid != null && dropPrivileges(uid, gid) !== true) return;
   const strings = (o) => o !== null && typeof o === 'object' && !Array.isArray(o) && Object.values(o).every((v) => typeof v === 'string');
   if (
     typeof spec !== 'string' ||

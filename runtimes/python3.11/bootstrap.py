@@ -971,8 +971,78 @@ def check():
     os._exit(1)
 
 
+def _drop_privileges(msg):
+    """`uid`/`gid` of a `load` frame: the function's credentials, taken before anything of the
+    function is read (PROTOCOL.md, "Warm pool"). A process that cannot take them exits."""
+    uid, gid = msg.get("uid"), msg.get("gid")
+    if uid is None and gid is None:
+        return
+    if not (type(uid) is int and type(gid) is int and uid > 0 and gid > 0):
+        _fatal("protocol error: bad load frame (want uid and gid: both positive integers, or neither)")
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as e:
+        _fatal("cannot take uid %d / gid %d: %s" % (uid, gid, e))
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+        _fatal("still uid %r / gid %r after dropping to %d / %d" % (os.getresuid(), os.getresgid(), uid, gid))
+
+
+_SYS_LANDLOCK = (444, 445, 446)  # create_ruleset, add_rule, restrict_self: one number on every arch
+
+
+def _narrow(layer):
+    """`landlock` of a `load` frame: add a Landlock layer allowing only its rules, so a pool
+    process started able to read every build reads only its function's (PROTOCOL.md, "Warm
+    pool"). The process exits when the layer cannot be added."""
+    if layer is None:
+        return
+    try:
+        handled, scoped, rules = layer["handled"], layer.get("scoped", 0), layer["rules"]
+        rules = [(str(p), int(b)) for p, b in rules]
+        handled, scoped = int(handled), int(scoped)
+    except (KeyError, TypeError, ValueError):
+        _fatal("protocol error: bad load frame (want landlock: {handled: int, scoped: int, rules: [[path, int]]})")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    class _Attr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class _Beneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
+
+    create, add, restrict = _SYS_LANDLOCK
+    attr = _Attr(handled, 0, scoped)
+    ruleset = libc.syscall(ctypes.c_long(create), ctypes.byref(attr), ctypes.c_size_t(24 if scoped else 8),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        _fatal("cannot create the function's Landlock layer: errno %d" % ctypes.get_errno())
+    for path, bits in rules:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # absent here: nothing to allow
+        rule = _Beneath(bits, fd)
+        added = libc.syscall(ctypes.c_long(add), ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.byref(rule),
+                             ctypes.c_uint32(0))
+        err = ctypes.get_errno()
+        os.close(fd)
+        if added < 0 and err != 22:  # EINVAL: folder rights on a file, a rule not needed
+            _fatal("cannot add a Landlock rule for %s: errno %d" % (path, err))
+    if libc.syscall(ctypes.c_long(restrict), ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+        _fatal("cannot enforce the function's Landlock layer: errno %d" % ctypes.get_errno())
+    os.close(ruleset)
+
+
 def _apply_load(msg, fd):
     """Generic process: take on the function's identity from a `load` frame (see PROTOCOL.md)."""
+    _narrow(msg.get("landlock"))
+    _drop_privileges(msg)
     handler = msg.get("handler")
     code_dir = msg.get("code_dir")
     deps_dir = msg.get("deps_dir")

@@ -13,6 +13,7 @@ use sless_core::traits::{BuildOutcome, InvokeTarget};
 use tokio::process::Command;
 
 use crate::instance::LaunchSpec;
+use crate::sandbox::{Creds, Isolation};
 use crate::shims::{Interpreters, Shims};
 use crate::{Error, Result};
 
@@ -31,6 +32,10 @@ pub(crate) struct Builder<'a> {
     pub shims: &'a Shims,
     pub limits: &'a ArchiveLimits,
     pub timeout: Duration,
+    /// The sandbox the entrypoint check runs in (the function's own code runs there).
+    pub isolation: &'a Isolation,
+    /// The uid of each function.
+    pub uids: &'a std::sync::Mutex<crate::uids::UidStore>,
 }
 
 impl Builder<'_> {
@@ -53,10 +58,11 @@ impl Builder<'_> {
                 }
             }
         }
-        let spec = launch_spec(self.interpreters, self.shims, &dir, target);
+        let creds = crate::executor::creds_for(self.isolation, self.uids, &target.namespace, &target.name)?;
+        let spec = launch_spec(self.interpreters, self.shims, &dir, target, creds, self.isolation.view());
         let remaining = self.timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(5));
         log.push_str(&format!("loading entrypoint {}\n", target.spec.entrypoint));
-        let check = check_entrypoint(&spec, self.cache_home, remaining).await?;
+        let check = check_entrypoint(&spec, self.cache_home, self.isolation, remaining).await?;
         log.push_str(&check.output);
         if let Some(error) = check.error {
             log.push_str(&format!("error: {error}\n"));
@@ -126,6 +132,12 @@ impl Builder<'_> {
             _ => {}
         }
         std::fs::write(work.path().join(DONE_MARKER), b"").map_err(Error::io("marking the build done"))?;
+        // Readable by the function's uid (a temp folder is made 0700).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755))
+                .map_err(Error::io("opening the build folder to its function"))?;
+        }
         let work = work.keep();
         if let Err(e) = std::fs::rename(&work, dir) {
             // Another build of the same bytes finished first: use it.
@@ -260,7 +272,14 @@ pub(crate) fn tail(text: &str, lines: usize, max_bytes: usize) -> String {
 }
 
 /// The launch spec of a built version.
-pub(crate) fn launch_spec(interpreters: &Interpreters, shims: &Shims, dir: &Path, target: &InvokeTarget) -> LaunchSpec {
+pub(crate) fn launch_spec(
+    interpreters: &Interpreters,
+    shims: &Shims,
+    dir: &Path,
+    target: &InvokeTarget,
+    creds: Option<Creds>,
+    view: crate::sandbox::View,
+) -> LaunchSpec {
     let runtime = target.spec.runtime;
     let deps = dir.join("deps");
     LaunchSpec {
@@ -269,6 +288,9 @@ pub(crate) fn launch_spec(interpreters: &Interpreters, shims: &Shims, dir: &Path
         shim: shims.for_runtime(runtime).to_path_buf(),
         code_dir: dir.join("code"),
         deps_dir: (runtime == Runtime::Python311 && deps.exists()).then_some(deps),
+        build_dir: dir.to_path_buf(),
+        creds,
+        view,
         target: target.clone(),
     }
 }
@@ -279,12 +301,18 @@ struct CheckOutput {
 }
 
 /// Loads the entrypoint once with `--check` (runtimes/PROTOCOL.md).
-async fn check_entrypoint(spec: &LaunchSpec, tmp_root: &Path, limit: Duration) -> Result<CheckOutput> {
+async fn check_entrypoint(
+    spec: &LaunchSpec,
+    tmp_root: &Path,
+    isolation: &Isolation,
+    limit: Duration,
+) -> Result<CheckOutput> {
     std::fs::create_dir_all(tmp_root).map_err(Error::io("creating the build cache"))?;
     let tmp =
         tempfile::Builder::new().prefix("check-").tempdir_in(tmp_root).map_err(Error::io("creating a temp folder"))?;
     let mut cmd = spec.command(tmp.path());
     cmd.arg("--check");
+    spec.sandbox(&mut cmd, isolation, tmp.path())?;
     let child = cmd.spawn().map_err(Error::io(format!("starting {}", spec.interpreter.display())))?;
     let out = match tokio::time::timeout(limit, child.wait_with_output()).await {
         Ok(out) => out.map_err(Error::io("loading the entrypoint"))?,

@@ -14,7 +14,9 @@ use tokio::sync::Semaphore;
 use crate::builder::{Builder, build_dir, launch_spec};
 use crate::cgroup::Memory;
 use crate::instance::{GenericSpec, Instance, LaunchSpec, node_heap_mb};
+use crate::sandbox::{Creds, Isolation};
 use crate::shims::{Interpreters, Shims, install};
+use crate::uids::UidStore;
 use crate::{Error, Result};
 use sless_control::metrics::InstanceLabels;
 use sless_control::{LogHub, Metrics};
@@ -63,6 +65,10 @@ struct Inner {
     cache: PathBuf,
     tmp: PathBuf,
     memory: Memory,
+    /// The sandbox every function process runs in (docs/security.md).
+    isolation: Isolation,
+    /// The uid of each function.
+    uids: Mutex<UidStore>,
     /// Instances alive (counted by `Instance` itself).
     live: Arc<std::sync::atomic::AtomicUsize>,
     /// The warm pool: generic processes by runtime, and their count.
@@ -135,6 +141,32 @@ impl LocalExecutor {
         }
         let memory = Memory::detect();
         tracing::info!(mechanism = %memory.describe(), "instance memory limits");
+        let uids = UidStore::open(&config.data_dir)?;
+        let interpreters = [config.interpreters.python.as_path(), config.interpreters.node.as_path()];
+        let isolation = Isolation::detect(
+            &config.data_dir,
+            &interpreters,
+            !matches!(memory, Memory::Unavailable(_)),
+            &config.interpreters.python,
+            Some(crate::uids::PROBE_UID),
+        );
+        let protections = &isolation.protections;
+        // One line, with the names docs/security.md uses.
+        tracing::info!(
+            active = %protections.active_names(),
+            inactive = %protections.missing_names(),
+            warm_pool = isolation.pool_caveats(),
+            "function isolation"
+        );
+        if isolation.uids() {
+            let mounts = isolation.protections.has(crate::sandbox::Protection::MountNamespace);
+            secure_data_dir(&config.data_dir, mounts, &builds, &tmp)?;
+            // Processes of functions a killed server left behind.
+            let left = Isolation::kill_uids(&uids.all());
+            if left > 0 {
+                tracing::warn!(processes = left, "killed function processes a previous server left running");
+            }
+        }
         let executor = LocalExecutor {
             inner: Arc::new(Inner {
                 config,
@@ -143,6 +175,8 @@ impl LocalExecutor {
                 cache,
                 tmp,
                 memory,
+                isolation,
+                uids: Mutex::new(uids),
                 live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
                 warm: Mutex::new(HashMap::new()),
                 warm_live: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
@@ -203,23 +237,45 @@ impl Inner {
             shims: &self.shims,
             limits: &self.config.archive_limits,
             timeout: self.config.build_timeout,
+            isolation: &self.isolation,
+            uids: &self.uids,
+        }
+    }
+
+    /// The uid and gid `namespace/name` runs as (allocated on first use), when functions run
+    /// as uids of their own. Errors: the uid table cannot be written, or it is full.
+    fn creds(&self, namespace: &str, name: &str) -> Result<Option<Creds>> {
+        creds_for(&self.isolation, &self.uids, namespace, name)
+    }
+
+    /// Kills every process left of `pool`'s function once it was removed and its last
+    /// instance stopped (processes that escaped their instance's cgroup: started before it
+    /// was joined).
+    async fn sweep_if_gone(&self, pool: &Pool) {
+        let gone = pool.removed.load(std::sync::atomic::Ordering::SeqCst) && lock(&pool.instances).is_empty();
+        if let (true, Some(c)) = (gone, pool.launch.creds) {
+            let _ = tokio::task::spawn_blocking(move || Isolation::kill_uids(&[c.uid])).await;
         }
     }
 
     /// The pool for `target`, replacing one made for another spec or version (its busy
     /// instances finish their calls and are then stopped: a rollout drops no call).
-    fn pool(&self, target: &InvokeTarget) -> Arc<Pool> {
+    fn pool(&self, target: &InvokeTarget) -> Result<Arc<Pool>> {
         let key = (target.namespace.clone(), target.name.clone());
+        if let Some(p) = lock(&self.pools).get(&key).filter(|p| p.target == *target) {
+            return Ok(p.clone());
+        }
+        let creds = self.creds(&target.namespace, &target.name)?;
         let mut pools = lock(&self.pools);
         if let Some(p) = pools.get(&key).filter(|p| p.target == *target) {
-            return p.clone();
+            return Ok(p.clone());
         }
         let dir = build_dir(&self.builds, target.spec.runtime, &target.sha256);
         let max_instances =
             target.spec.max_instances.map_or(self.config.max_instances_per_function, |m| m as usize).max(1);
         let pool = Arc::new(Pool {
             target: target.clone(),
-            launch: launch_spec(&self.config.interpreters, &self.shims, &dir, target),
+            launch: launch_spec(&self.config.interpreters, &self.shims, &dir, target, creds, self.isolation.view()),
             instances: Mutex::new(Vec::new()),
             permits: Semaphore::new(max_instances * target.spec.concurrency.max(1) as usize),
             concurrency: target.spec.concurrency.max(1) as usize,
@@ -233,7 +289,7 @@ impl Inner {
             removed: std::sync::atomic::AtomicBool::new(false),
         });
         pools.insert(key, pool.clone());
-        pool
+        Ok(pool)
     }
 
     /// Counts instances that die before serving their first call: back-off between starts, and
@@ -372,7 +428,7 @@ impl Inner {
                 if !missing {
                     break;
                 }
-                match Instance::spawn_generic(&spec, &self.tmp, self.logs.clone(), &self.warm_live) {
+                match Instance::spawn_generic(&spec, &self.tmp, &self.isolation, self.logs.clone(), &self.warm_live) {
                     Ok(i) => {
                         i.limit_memory(&self.memory, sless_core::spec::DEFAULT_MEMORY_MB).await;
                         lock(&self.warm).entry(runtime).or_default().push(i);
@@ -510,7 +566,7 @@ impl Executor for LocalExecutor {
             let message = "the function was disabled or deleted while this call waited".to_string();
             refused(InvokeResult::Withdrawn { message })
         };
-        let pool = self.inner.pool(target);
+        let pool = self.inner.pool(target)?;
         if let Some((message, retry_after_sec)) = lock(&pool.crashes).holding_off(Instant::now()) {
             return refused(InvokeResult::Unavailable { message, retry_after_sec });
         }
@@ -569,6 +625,7 @@ impl Executor for LocalExecutor {
                             let i = Instance::spawn(
                                 &pool.launch,
                                 &self.inner.tmp,
+                                &self.inner.isolation,
                                 self.inner.logs.clone(),
                                 &self.inner.live,
                             )?;
@@ -592,7 +649,7 @@ impl Executor for LocalExecutor {
             }
         };
         let cold_start = start_kind.is_some();
-        if !instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.live).await {
+        if !instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.isolation, &self.inner.live).await {
             instance.inflight.fetch_sub(1, Relaxed);
             lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
             instance.kill().await;
@@ -608,6 +665,7 @@ impl Executor for LocalExecutor {
         if !instance.healthy() || (!self.inner.is_current(&pool) && left == 0) {
             lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
             instance.kill().await;
+            self.inner.sweep_if_gone(&pool).await;
         }
         if left == 0 {
             // An idle instance (or a place under the cap) for a call waiting for room.
@@ -620,7 +678,7 @@ impl Executor for LocalExecutor {
 
     async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
-        let pool = self.inner.pool(target);
+        let pool = self.inner.pool(target)?;
         let started = {
             let mut instances = lock(&pool.instances);
             instances.retain(|i| i.healthy());
@@ -628,8 +686,13 @@ impl Executor for LocalExecutor {
             let wanted = !has_room && instances.len() < pool.max_instances && !pool.removed.load(Relaxed);
             match wanted.then(|| self.inner.reserve_slot()).flatten() {
                 Some(_slot) => {
-                    let instance =
-                        Instance::spawn(&pool.launch, &self.inner.tmp, self.inner.logs.clone(), &self.inner.live)?;
+                    let instance = Instance::spawn(
+                        &pool.launch,
+                        &self.inner.tmp,
+                        &self.inner.isolation,
+                        self.inner.logs.clone(),
+                        &self.inner.live,
+                    )?;
                     instances.push(instance.clone());
                     Some(instance)
                 }
@@ -638,7 +701,7 @@ impl Executor for LocalExecutor {
         };
         if let Some(instance) = started {
             // Under its memory limit now, not at its first call.
-            instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.live).await;
+            instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.isolation, &self.inner.live).await;
         }
         self.inner.count_instances(&pool);
         Ok(())
@@ -656,6 +719,7 @@ impl Executor for LocalExecutor {
                 pool.permits.close();
             }
             self.inner.stop_idle(&pool, pool.take_idle()).await;
+            self.inner.sweep_if_gone(&pool).await;
         }
         Ok(())
     }
@@ -676,8 +740,60 @@ impl Executor for LocalExecutor {
         for inst in warm {
             inst.kill().await;
         }
+        if self.inner.isolation.uids() {
+            let uids = lock(&self.inner.uids).all();
+            let _ = tokio::task::spawn_blocking(move || Isolation::kill_uids(&uids)).await;
+        }
         self.inner.memory.cleanup();
     }
+}
+
+/// The uid and gid `namespace/name` runs as (allocated on first use) when `isolation` gives
+/// functions uids of their own. Errors: the uid table cannot be written, or it is full.
+pub(crate) fn creds_for(
+    isolation: &Isolation,
+    uids: &Mutex<UidStore>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Creds>> {
+    if !isolation.uids() {
+        return Ok(None);
+    }
+    let uid = lock(uids).uid_for(namespace, name)?;
+    Ok(Some(Creds { uid, gid: uid }))
+}
+
+/// The data folder's modes when functions run as uids of their own: the folder itself 0700
+/// when sandboxes have mount namespaces (nothing in it is any other user's business;
+/// sandboxes see their parts through their mount namespace), `builds/` and each runtime's folder in it 0711 (no listing), each
+/// finished build 0755 (its function's uid reads it), `tmp/` 0711.
+fn secure_data_dir(
+    data: &std::path::Path,
+    mounts: bool,
+    builds: &std::path::Path,
+    tmp: &std::path::Path,
+) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .map_err(Error::io(format!("setting the mode of {}", p.display())))
+    };
+    if mounts {
+        set(data, 0o700)?;
+    }
+    set(builds, 0o711)?;
+    set(tmp, 0o711)?;
+    for runtime in sless_core::runtime::Runtime::ALL {
+        let dir = builds.join(runtime.name());
+        std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        set(&dir, 0o711)?;
+        for build in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if build.file_type().is_ok_and(|t| t.is_dir()) {
+                set(&build.path(), 0o755)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A claimed place under the server-wide instance cap (see `Inner::reserve_slot`).

@@ -25,6 +25,7 @@ use tokio::sync::{Mutex as AsyncMutex, oneshot, watch};
 
 use crate::cgroup::{InstanceGroup, Memory};
 use crate::protocol::{read_frame, write_frame};
+use crate::sandbox::{Creds, Isolation, Role, View};
 use crate::{Error, Result};
 use sless_control::{LogHub, LogLine};
 
@@ -42,8 +43,15 @@ pub(crate) struct LaunchSpec {
     pub runtime: Runtime,
     pub interpreter: PathBuf,
     pub shim: PathBuf,
+    /// Host paths (the sandbox sees them where `view` puts them).
     pub code_dir: PathBuf,
     pub deps_dir: Option<PathBuf>,
+    /// Where the process sees the data folder's paths.
+    pub view: View,
+    /// The version's build folder (`code` and `deps` are in it).
+    pub build_dir: PathBuf,
+    /// The function's uid and gid, when functions run as uids of their own.
+    pub creds: Option<Creds>,
     pub target: InvokeTarget,
 }
 
@@ -57,12 +65,12 @@ impl LaunchSpec {
         let mut env = vec![
             ("PATH".to_string(), format!("{interp_dir}:/usr/local/bin:/usr/bin:/bin")),
             ("LANG".into(), "C.UTF-8".into()),
-            ("HOME".into(), tmp_dir.display().to_string()),
-            ("TMPDIR".into(), tmp_dir.display().to_string()),
+            ("HOME".into(), self.view.of(tmp_dir).display().to_string()),
+            ("TMPDIR".into(), self.view.of(tmp_dir).display().to_string()),
         ];
         env.extend(t.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let fixed = [
-            ("SLESS_CODE_DIR", self.code_dir.display().to_string()),
+            ("SLESS_CODE_DIR", self.view.of(&self.code_dir).display().to_string()),
             ("SLESS_HANDLER", t.spec.entrypoint.clone()),
             ("SLESS_NAMESPACE", t.namespace.clone()),
             ("SLESS_FUNCTION_NAME", t.name.clone()),
@@ -76,7 +84,7 @@ impl LaunchSpec {
         ];
         env.extend(fixed.into_iter().map(|(k, v)| (k.to_string(), v)));
         if let Some(deps) = &self.deps_dir {
-            env.push(("SLESS_DEPS_DIR".into(), deps.display().to_string()));
+            env.push(("SLESS_DEPS_DIR".into(), self.view.of(deps).display().to_string()));
         }
         if self.runtime == Runtime::Python311 {
             env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
@@ -88,9 +96,29 @@ impl LaunchSpec {
     /// The interpreter's command line: the shim, plus a V8 heap limit for Node.
     pub(crate) fn command(&self, tmp_dir: &Path) -> Command {
         let heap = (self.runtime == Runtime::Nodejs20).then(|| node_heap_mb(self.target.spec.memory_mb));
-        let mut cmd = base_command(&self.interpreter, &self.shim, heap);
+        let mut cmd = base_command(&self.interpreter, &self.view.of(&self.shim), heap);
+        // The host path: the working folder is entered before the sandbox is (and again in it).
         cmd.current_dir(&self.code_dir).envs(self.env(tmp_dir));
         cmd
+    }
+}
+
+impl LaunchSpec {
+    /// Puts `cmd` (a process of this function with the temp folder `tmp`) in its sandbox: the
+    /// temp folder becomes the function uid's, the jail is applied before `execve`.
+    pub(crate) fn sandbox(&self, cmd: &mut Command, isolation: &Isolation, tmp: &Path) -> Result<()> {
+        let creds = self.creds.filter(|_| isolation.uids());
+        if let Some(c) = creds {
+            std::os::unix::fs::chown(tmp, Some(c.uid), Some(c.gid)).map_err(Error::io(format!(
+                "giving {} to uid {}",
+                tmp.display(),
+                c.uid
+            )))?;
+        }
+        let role = Role::Function { build: &self.build_dir, creds };
+        let jail = isolation.jail(&role, tmp, &self.code_dir).map_err(Error::io("preparing the sandbox"))?;
+        Isolation::install(cmd.as_std_mut(), jail);
+        Ok(())
     }
 }
 
@@ -208,11 +236,13 @@ impl Instance {
     pub(crate) fn spawn(
         spec: &LaunchSpec,
         tmp_root: &Path,
+        isolation: &Isolation,
         hub: Arc<LogHub>,
         live: &Arc<AtomicUsize>,
     ) -> Result<Arc<Self>> {
         let tmp = temp_dir(tmp_root)?;
-        let cmd = spec.command(tmp.path());
+        let mut cmd = spec.command(tmp.path());
+        spec.sandbox(&mut cmd, isolation, tmp.path())?;
         let identity = Identity {
             namespace: spec.target.namespace.clone(),
             function: spec.target.name.clone(),
@@ -225,27 +255,37 @@ impl Instance {
     pub(crate) fn spawn_generic(
         spec: &GenericSpec,
         tmp_root: &Path,
+        isolation: &Isolation,
         hub: Arc<LogHub>,
         live: &Arc<AtomicUsize>,
     ) -> Result<Arc<Self>> {
         let tmp = temp_dir(tmp_root)?;
-        let mut cmd = base_command(&spec.interpreter, &spec.shim, spec.node_heap_mb);
+        let view = isolation.view();
+        let mut cmd = base_command(&spec.interpreter, &view.of(&spec.shim), spec.node_heap_mb);
         let interp_dir = spec.interpreter.parent().map(|p| p.display().to_string()).unwrap_or_default();
         cmd.current_dir(tmp.path())
             .env("PATH", format!("{interp_dir}:/usr/local/bin:/usr/bin:/bin"))
             .env("LANG", "C.UTF-8")
-            .env("HOME", tmp.path())
-            .env("TMPDIR", tmp.path());
+            .env("HOME", view.of(tmp.path()))
+            .env("TMPDIR", view.of(tmp.path()));
         if spec.runtime == Runtime::Python311 {
             cmd.env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONNOUSERSITE", "1");
         }
+        let jail = isolation.jail(&Role::Pool, tmp.path(), tmp.path()).map_err(Error::io("preparing the sandbox"))?;
+        Isolation::install(cmd.as_std_mut(), jail);
         Self::start(cmd, &spec.interpreter, tmp, Identity::default(), hub, live)
     }
 
     /// Makes sure the process is ready for its function's calls, once (by whichever call comes
     /// first; the others wait): a new instance is put under its memory limit, a warm-pool
     /// process is specialised. False when that failed (the process is then broken).
-    pub(crate) async fn ensure_loaded(&self, spec: &LaunchSpec, memory: &Memory, live: &Arc<AtomicUsize>) -> bool {
+    pub(crate) async fn ensure_loaded(
+        &self,
+        spec: &LaunchSpec,
+        memory: &Memory,
+        isolation: &Isolation,
+        live: &Arc<AtomicUsize>,
+    ) -> bool {
         *self
             .loaded
             .get_or_init(|| async {
@@ -253,7 +293,7 @@ impl Instance {
                     self.limit_memory(memory, spec.target.spec.memory_mb).await;
                     return true;
                 }
-                match self.specialise(spec, memory, live).await {
+                match self.specialise(spec, memory, isolation, live).await {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot specialise a warm-pool process");
@@ -267,7 +307,13 @@ impl Instance {
 
     /// Turns a generic process into an instance of `spec` (its env, code and limits) and moves
     /// it from the warm pool's count to `live`. The first call waits until it has loaded.
-    async fn specialise(&self, spec: &LaunchSpec, memory: &Memory, live: &Arc<AtomicUsize>) -> Result<()> {
+    async fn specialise(
+        &self,
+        spec: &LaunchSpec,
+        memory: &Memory,
+        isolation: &Isolation,
+        live: &Arc<AtomicUsize>,
+    ) -> Result<()> {
         *lock(&self.shared.identity) = Identity {
             namespace: spec.target.namespace.clone(),
             function: spec.target.name.clone(),
@@ -275,14 +321,28 @@ impl Instance {
         };
         let env: serde_json::Map<String, Value> =
             spec.env(self._tmp.path()).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
-        let frame = json!({
+        let mut frame = json!({
             "type": "load",
             "handler": spec.target.spec.entrypoint,
-            "code_dir": spec.code_dir,
-            "deps_dir": spec.deps_dir,
+            "code_dir": spec.view.of(&spec.code_dir),
+            "deps_dir": spec.deps_dir.as_deref().map(|d| spec.view.of(d)),
             "env": env,
             "concurrency": spec.target.spec.concurrency,
         });
+        // The process drops to the function's uid before it reads anything of the function
+        // (runtimes/PROTOCOL.md, "Warm pool"); its temp folder becomes that uid's first.
+        if let Some(c) = spec.creds {
+            std::os::unix::fs::chown(self._tmp.path(), Some(c.uid), Some(c.gid)).map_err(Error::io(format!(
+                "giving {} to uid {}",
+                self._tmp.path().display(),
+                c.uid
+            )))?;
+            frame["uid"] = json!(c.uid);
+            frame["gid"] = json!(c.gid);
+        }
+        if let Some(layer) = isolation.narrowing_layer(&spec.build_dir, self._tmp.path()) {
+            frame["landlock"] = layer;
+        }
         write_frame(&mut *self.writer.lock().await, &frame).await?;
         self.limit_memory(memory, spec.target.spec.memory_mb).await;
         self.join_live(live);
@@ -431,9 +491,14 @@ impl Instance {
         let _ = tokio::time::timeout(Duration::from_secs(5), exited.wait_for(Option::is_some)).await;
     }
 
+    /// Kills the process group and every process in the instance's cgroup (what a function
+    /// started in a session of its own, or left behind by a double fork, is there too).
     fn signal_group(&self) {
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        if let Some(group) = lock(&self.shared.memory).as_ref() {
+            group.kill_all();
         }
     }
 
@@ -580,9 +645,12 @@ impl Shared {
     }
 }
 
+/// A new temp folder for an instance, mode 0700 (given to the function's uid at its start).
 fn temp_dir(root: &Path) -> Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
     tempfile::Builder::new()
         .prefix("instance-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(root)
         .map_err(Error::io(format!("creating a temp folder in {}", root.display())))
 }

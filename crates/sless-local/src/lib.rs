@@ -1,7 +1,8 @@
 //! The local backend of sless: builds versions into folders and runs them as supervised
 //! runtime processes on this machine (one Unix socket pair per instance, see
 //! `runtimes/PROTOCOL.md`), with instance pools, a warm pool of generic processes, memory
-//! cgroups and the embedded runtime shims. It implements `sless_core::traits::Executor`;
+//! cgroups, the sandbox each function process runs in (docs/security.md, "Local backend:
+//! function isolation") and the embedded runtime shims. It implements `sless_core::traits::Executor`;
 //! the control plane (`sless-control`) drives it (docs/architecture.md, "The local backend").
 
 mod builder;
@@ -10,7 +11,9 @@ mod error;
 mod executor;
 mod instance;
 mod protocol;
+mod sandbox;
 mod shims;
+mod uids;
 
 pub use error::{Error, Result};
 pub use executor::{LocalConfig, LocalExecutor};

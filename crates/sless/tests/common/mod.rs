@@ -67,10 +67,24 @@ impl Server {
 
     /// Starts a server on an existing data folder with extra flags and environment variables.
     pub fn start_in_env(data: &Path, args: &[&str], env: &[(String, String)]) -> Server {
+        Self::start_through(&[], data, args, env)
+    }
+
+    /// Starts a server on an existing data folder through `wrapper` (a command that runs the
+    /// binary, e.g. `setpriv` with another user), with extra flags and environment variables.
+    pub fn start_through(wrapper: &[&str], data: &Path, args: &[&str], env: &[(String, String)]) -> Server {
         let stderr =
             data.join(format!("server-{}.log", std::process::id() as u128 + Instant::now().elapsed().as_nanos()));
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&stderr).expect("log file");
-        let mut child = Command::new(bin())
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
+        let mut child = command
             .arg("server")
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data)
