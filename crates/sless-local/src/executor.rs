@@ -720,6 +720,13 @@ impl Executor for LocalExecutor {
             }
             self.inner.stop_idle(&pool, pool.take_idle()).await;
             self.inner.sweep_if_gone(&pool).await;
+        } else if self.inner.isolation.uids() {
+            // No pool (a disable retired it first, or the function never ran here): processes
+            // that escaped an instance's cgroup may still run as the function's uid.
+            let uid = lock(&self.inner.uids).existing(namespace, name);
+            if let Some(uid) = uid {
+                let _ = tokio::task::spawn_blocking(move || Isolation::kill_uids(&[uid])).await;
+            }
         }
         Ok(())
     }

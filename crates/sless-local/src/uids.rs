@@ -131,6 +131,11 @@ impl UidStore {
         self.table.all()
     }
 
+    /// The uid of a function, if it was ever given one (nothing is allocated).
+    pub(crate) fn existing(&self, namespace: &str, name: &str) -> Option<u32> {
+        self.table.functions.get(&key(namespace, name)).copied()
+    }
+
     fn save(&self) -> Result<()> {
         let text = serde_json::to_string_pretty(&self.table)
             .map_err(|e| Error::Protocol(format!("cannot encode the uid table: {e}")))?;
