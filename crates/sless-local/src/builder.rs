@@ -13,7 +13,7 @@ use sless_core::traits::{BuildOutcome, InvokeTarget};
 use tokio::process::Command;
 
 use crate::instance::LaunchSpec;
-use crate::sandbox::{Creds, Isolation};
+use crate::sandbox::{Creds, Isolation, Role};
 use crate::shims::{Interpreters, Shims};
 use crate::{Error, Result};
 
@@ -49,7 +49,8 @@ impl Builder<'_> {
         if dir.join(DONE_MARKER).exists() {
             log.push_str(&format!("reusing the build of {} for {runtime}\n", &target.sha256));
         } else {
-            match self.fresh_build(runtime, &dir, archive, started, &mut log).await {
+            let creds = crate::executor::creds_for(self.isolation, self.uids, &target.namespace, &target.name)?;
+            match self.fresh_build(runtime, &dir, archive, creds, started, &mut log).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(failed(log)),
                 Err(e) => {
@@ -77,6 +78,7 @@ impl Builder<'_> {
         runtime: Runtime,
         dir: &Path,
         archive: bytes::Bytes,
+        creds: Option<Creds>,
         started: Instant,
         log: &mut String,
     ) -> Result<bool> {
@@ -95,6 +97,11 @@ impl Builder<'_> {
             .map_err(|e| Error::Protocol(format!("unpack task failed: {e}")))??;
         log.push_str(&format!("unpacked into {}\n", dir.join("code").display()));
         let remaining = || self.timeout.saturating_sub(started.elapsed());
+        // The installs run code of the upload (`setup.py`, npm scripts): as the function's uid,
+        // in its sandbox, with the work folder the only writable place besides a private home.
+        let view = self.isolation.view();
+        let sandboxed = Sandboxed { work: work.path(), creds, view: &view };
+        sandboxed.own(true)?;
         match runtime {
             Runtime::Python311 if code.join("requirements.txt").exists() => {
                 let deps = work.path().join("deps");
@@ -108,10 +115,10 @@ impl Builder<'_> {
                     "--no-warn-script-location",
                     "--target",
                 ])
-                .arg(&deps)
+                .arg(view.of(&deps))
                 .args(["-r", "requirements.txt"])
                 .current_dir(&code);
-                if !self.run_step("pip install -r requirements.txt", cmd, remaining(), log).await? {
+                if !self.run_step("pip install -r requirements.txt", cmd, &sandboxed, remaining(), log).await? {
                     return Ok(false);
                 }
             }
@@ -125,12 +132,14 @@ impl Builder<'_> {
                     ("npm install --omit=dev", &["install", "--omit=dev", "--no-audit", "--no-fund"])
                 };
                 cmd.args(args).current_dir(&code);
-                if !self.run_step(step, cmd, remaining(), log).await? {
+                if !self.run_step(step, cmd, &sandboxed, remaining(), log).await? {
                     return Ok(false);
                 }
             }
             _ => {}
         }
+        // Back to root: no function may change a build (builds are shared by SHA-256).
+        sandboxed.own(false)?;
         std::fs::write(work.path().join(DONE_MARKER), b"").map_err(Error::io("marking the build done"))?;
         // Readable by the function's uid (a temp folder is made 0700).
         {
@@ -149,8 +158,16 @@ impl Builder<'_> {
         Ok(true)
     }
 
-    /// Runs one build step with a clean environment and a time limit, appending its output.
-    async fn run_step(&self, name: &str, mut cmd: Command, limit: Duration, log: &mut String) -> Result<bool> {
+    /// Runs one build step with a clean environment and a time limit, in the sandbox of
+    /// `sandboxed`, appending its output.
+    async fn run_step(
+        &self,
+        name: &str,
+        mut cmd: Command,
+        sandboxed: &Sandboxed<'_>,
+        limit: Duration,
+        log: &mut String,
+    ) -> Result<bool> {
         log.push_str(&format!("$ {name}\n"));
         let path = format!(
             "{}:{}:/usr/local/bin:/usr/bin:/bin",
@@ -158,15 +175,29 @@ impl Builder<'_> {
             self.interpreters.node.parent().map(|p| p.display().to_string()).unwrap_or_default()
         );
         std::fs::create_dir_all(self.cache_home).map_err(Error::io("creating the build cache"))?;
+        // A home of its own per step (pip's and npm's caches): a cache shared between
+        // functions would let one upload poison another's install.
+        let home = tempfile::Builder::new()
+            .prefix("home-")
+            .tempdir_in(self.cache_home)
+            .map_err(Error::io("creating a home for the build step"))?;
+        if let Some(c) = sandboxed.creds.filter(|_| self.isolation.uids()) {
+            std::os::unix::fs::chown(home.path(), Some(c.uid), Some(c.gid))
+                .map_err(Error::io("giving the build step its home"))?;
+        }
+        let role = Role::Build { work: sandboxed.work, creds: sandboxed.creds };
+        let cwd = cmd.as_std().get_current_dir().map(Path::to_path_buf).unwrap_or_else(|| sandboxed.work.to_path_buf());
+        let jail = self.isolation.jail(&role, home.path(), &cwd).map_err(Error::io("preparing the build's sandbox"))?;
         cmd.env_clear()
             .env("PATH", path)
-            .env("HOME", self.cache_home)
+            .env("HOME", sandboxed.view.of(home.path()))
             .env("LANG", "C.UTF-8")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        Isolation::install(cmd.as_std_mut(), jail);
         let child = cmd.spawn().map_err(Error::io(format!("starting {name}")))?;
         // Known by its process group, so a server that dies mid-build leaves nothing running:
         // the next start kills what is registered here (`reap_orphan_builds`).
@@ -191,6 +222,28 @@ impl Builder<'_> {
                 Ok(false)
             }
         }
+    }
+}
+
+/// A build's work folder and who its install steps run as.
+struct Sandboxed<'a> {
+    work: &'a Path,
+    creds: Option<Creds>,
+    view: &'a crate::sandbox::View,
+}
+
+impl Sandboxed<'_> {
+    /// Gives the work folder, recursively, to the function's uid (`to_function`) or back to
+    /// root; nothing to do when functions do not run as uids of their own.
+    fn own(&self, to_function: bool) -> Result<()> {
+        let Some(c) = self.creds else { return Ok(()) };
+        let (uid, gid) = if to_function { (c.uid, c.gid) } else { (0, 0) };
+        for entry in walkdir::WalkDir::new(self.work) {
+            let entry = entry.map_err(|e| Error::Protocol(format!("walking the build folder: {e}")))?;
+            std::os::unix::fs::lchown(entry.path(), Some(uid), Some(gid))
+                .map_err(Error::io(format!("giving {} to uid {uid}", entry.path().display())))?;
+        }
+        Ok(())
     }
 }
 

@@ -17,4 +17,5 @@ mod uids;
 
 pub use error::{Error, Result};
 pub use executor::{LocalConfig, LocalExecutor};
+pub use sandbox::close_inherited_descriptors;
 pub use shims::Interpreters;

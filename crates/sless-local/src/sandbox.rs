@@ -772,6 +772,10 @@ pub(crate) enum Role<'a> {
     /// A warm-pool process: every build, read-only (it learns its function later and drops
     /// to its uid then, see `runtimes/PROTOCOL.md`, "Warm pool").
     Pool,
+    /// A dependency install (`pip`, `npm`) of a build: the build's work folder, writable,
+    /// as the function's uid. The install runs code of the upload (`setup.py`, npm scripts),
+    /// so it is held like the function itself.
+    Build { work: &'a Path, creds: Option<Creds> },
 }
 
 /// The protections in force and the paths every sandbox is made of.
@@ -985,9 +989,10 @@ impl Isolation {
     /// `cwd`. Errors: a path holds a NUL byte.
     pub(crate) fn jail(&self, role: &Role<'_>, tmp: &Path, cwd: &Path) -> std::io::Result<Jail> {
         let p = &self.protections;
-        let (code, creds) = match role {
-            Role::Function { build, creds } => (build.to_path_buf(), creds.filter(|_| self.uids())),
-            Role::Pool => (self.builds.clone(), None),
+        let (code, creds, writable) = match role {
+            Role::Function { build, creds } => (build.to_path_buf(), creds.filter(|_| self.uids()), false),
+            Role::Pool => (self.builds.clone(), None, false),
+            Role::Build { work, creds } => (work.to_path_buf(), creds.filter(|_| self.uids()), true),
         };
         let mount = p.has(Protection::MountNamespace);
         let view = self.view();
@@ -995,7 +1000,7 @@ impl Isolation {
             let mut entries = self.system.clone();
             let ro = |src: &Path| Entry::Bind { src: src.into(), dst: view.of(src), writable: false, device: false };
             entries.push(ro(&self.runtimes));
-            entries.push(ro(&code));
+            entries.push(Entry::Bind { src: code.clone(), dst: view.of(&code), writable, device: false });
             entries.push(Entry::Bind { src: tmp.into(), dst: view.of(tmp), writable: true, device: false });
             entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
             entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
@@ -1022,7 +1027,7 @@ impl Isolation {
         } else {
             None
         };
-        let landlock = match self.landlock_rules(&view.of(&code), &view.of(tmp)) {
+        let landlock = match self.landlock_rules(&view.of(&code), &view.of(tmp), writable) {
             Some(rules) => {
                 let rules =
                     rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<_>>()?;
@@ -1035,7 +1040,7 @@ impl Isolation {
 
     /// The Landlock rules (path, access bits) of a process reading `code` with the temp folder
     /// `tmp` (both as the process sees them); `None` when Landlock is off.
-    fn landlock_rules(&self, code: &Path, tmp: &Path) -> Option<Vec<(PathBuf, u64)>> {
+    fn landlock_rules(&self, code: &Path, tmp: &Path, code_writable: bool) -> Option<Vec<(PathBuf, u64)>> {
         let p = &self.protections;
         if !p.has(Protection::Landlock) {
             return None;
@@ -1044,7 +1049,8 @@ impl Isolation {
         let mut rules: Vec<(PathBuf, u64)> =
             self.readable.iter().map(|r| (r.clone(), Access::ReadExec.bits(abi))).collect();
         rules.push((self.view().of(&self.runtimes), Access::Read.bits(abi)));
-        rules.push((code.to_path_buf(), Access::ReadExec.bits(abi)));
+        let code_access = if code_writable { Access::ReadWrite } else { Access::ReadExec };
+        rules.push((code.to_path_buf(), code_access.bits(abi)));
         rules.push((tmp.to_path_buf(), Access::ReadWrite.bits(abi)));
         rules.push(("/proc".into(), Access::Read.bits(abi)));
         if p.has(Protection::MountNamespace) {
@@ -1067,7 +1073,7 @@ impl Isolation {
     pub(crate) fn narrowing_layer(&self, build: &Path, tmp: &Path) -> Option<serde_json::Value> {
         let abi = self.protections.landlock_abi;
         let view = self.view();
-        let rules = self.landlock_rules(&view.of(build), &view.of(tmp))?;
+        let rules = self.landlock_rules(&view.of(build), &view.of(tmp), false)?;
         let scoped = if abi >= 6 { LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL } else { 0 };
         Some(serde_json::json!({
             "handled": handled_fs(abi),
@@ -1197,6 +1203,34 @@ fn mode_of(p: &Path) -> Option<u32> {
 /// by a user who is neither its owner nor in its group (`mode_of` gives a path's mode).
 pub(crate) fn reachable_by_others(path: &Path, mode_of: impl Fn(&Path) -> Option<u32>) -> bool {
     path.ancestors().all(|p| mode_of(p).is_some_and(|m| m & 0o001 != 0))
+}
+
+/// Marks every descriptor this process inherited beyond stdin, stdout and stderr
+/// close-on-exec, so that none reaches a function (a server started with an open file, or
+/// a pipe of whatever started it, would hand it to every function process). Call it at
+/// start, before anything opens descriptors meant to be passed on (those are mapped
+/// explicitly). `close_range(2)` with `CLOSE_RANGE_CLOEXEC` (Linux 5.11+); on older kernels
+/// each descriptor of `/proc/self/fd` is marked.
+pub fn close_inherited_descriptors() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range only changes descriptor flags; no memory is passed.
+    let done =
+        unsafe { libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) } == 0;
+    if done {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return };
+    for fd in entries.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<libc::c_int>().ok())) {
+        if fd > 2 {
+            // SAFETY: fcntl on a descriptor number; an already closed one only fails.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

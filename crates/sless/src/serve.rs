@@ -285,6 +285,9 @@ enum SaveConnection {
 }
 
 async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnection) -> anyhow::Result<Platform> {
+    // Nothing this process inherited (an open file, a pipe of whatever started it) may reach
+    // a function process.
+    sless_local::close_inherited_descriptors();
     // Before anything is set up (no data folder is made for a start that fails here): a bad
     // token or a taken address is a start error, not a late one.
     check_admin_token_variable()?;

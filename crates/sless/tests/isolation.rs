@@ -517,3 +517,104 @@ async fn a_server_that_is_not_root_still_sandboxes_with_landlock_and_seccomp() {
     let (s, _, again) = server.invoke("victim", "GET", "", None).await;
     assert_eq!((s, &again["pid"]), (200, &victim["pid"]), "{again}");
 }
+
+/// Found by an attack on the first sandbox: the dependency install of a build ran as root
+/// outside the sandbox, and an upload's `requirements.txt` (`-r /proc/<server>/environ`), its
+/// `setup.py` or its npm scripts read the admin token and the token key into the build log.
+/// Installs now run as the function's uid in its sandbox, with the work folder writable.
+#[tokio::test]
+async fn a_builds_install_steps_run_in_the_functions_sandbox() {
+    let server = Server::start();
+    let (line, active) = active_protections(&server);
+    println!("{line}");
+    let pid = server.child.as_ref().map(|c| c.id()).expect("server pid");
+    let data = server.data.display().to_string();
+    // pip: a requirements file naming the server's environment and the token key, and a
+    // local package whose setup.py tries to read them and write outside the build.
+    let setup = format!(
+        "import os\nfor p in ['/proc/{pid}/environ', '{data}/token-key', '{data}/admin-token', '{data}/sless.db']:\n    try:\n        open(p, 'rb').read(); print('LEAK', p)\n    except Exception as e:\n        print('denied', p, type(e).__name__)\ntry:\n    open('{data}/pwned', 'w').write('x'); print('LEAK write')\nexcept Exception as e:\n    print('denied write', type(e).__name__)\nprint('uid', os.getuid())\nfrom setuptools import setup\nsetup(name='evilpkg', version='1.0', py_modules=[])\n"
+    );
+    let reqs = format!("-r /proc/{pid}/environ\n");
+    server.create(json!({"name": "evil-py", "runtime": "python3.11", "entrypoint": "main.handler"})).await;
+    let (s, up) = server
+        .upload(
+            "evil-py",
+            common::zip(&[
+                ("main.py", "def handler(e, c):\n    return 1\n"),
+                ("requirements.txt", &reqs),
+                ("evilpkg/setup.py", &setup),
+            ]),
+        )
+        .await;
+    assert_eq!(s, 202, "{up}");
+    let v = server.wait_version("evil-py", up["version"].as_u64().expect("version")).await;
+    let log = server.client.build_log("evil-py", 1).await.expect("build log");
+    assert_eq!(v["phase"], "Failed", "the environ cannot be read, so the install fails: {log}");
+    for secret in
+        [common::TOKEN.to_string(), std::fs::read_to_string(server.data.join("token-key")).unwrap_or_default()]
+    {
+        assert!(!secret.trim().is_empty() && !log.contains(secret.trim()), "a secret is in the build log:\n{log}");
+    }
+    // The package's setup.py, installed on its own, runs sandboxed as the function's uid.
+    let reqs = "./evilpkg\n";
+    server.create(json!({"name": "evil-pkg", "runtime": "python3.11", "entrypoint": "main.handler"})).await;
+    let (s, up) = server
+        .upload(
+            "evil-pkg",
+            common::zip(&[
+                ("main.py", "def handler(e, c):\n    return 1\n"),
+                ("requirements.txt", reqs),
+                ("evilpkg/setup.py", &setup),
+            ]),
+        )
+        .await;
+    assert_eq!(s, 202, "{up}");
+    server.wait_version("evil-pkg", up["version"].as_u64().expect("version")).await;
+    let log = server.client.build_log("evil-pkg", 1).await.expect("build log");
+    assert!(!log.contains("LEAK"), "the install reached the server's files:\n{log}");
+    assert!(!server.data.join("pwned").exists());
+    if active.contains("uid-per-function") {
+        assert!(!log.contains("uid 0"), "the install ran as root:\n{log}");
+    }
+    // npm: a preinstall script of the function's own package.json.
+    let pkg = format!(
+        r#"{{"name": "evil", "version": "1.0.0", "scripts": {{"preinstall": "cat /proc/{pid}/environ {data}/token-key; id -u; touch {data}/pwned-npm"}}}}"#
+    );
+    server.create(json!({"name": "evil-js", "runtime": "nodejs20", "entrypoint": "index.handler"})).await;
+    let (s, up) = server
+        .upload("evil-js", common::zip(&[("index.js", "exports.handler = async () => 1;\n"), ("package.json", &pkg)]))
+        .await;
+    assert_eq!(s, 202, "{up}");
+    server.wait_version("evil-js", up["version"].as_u64().expect("version")).await;
+    let log = server.client.build_log("evil-js", 1).await.expect("build log");
+    assert!(!log.contains(common::TOKEN), "the admin token is in the npm log:\n{log}");
+    assert!(!server.data.join("pwned-npm").exists(), "{log}");
+}
+
+/// Found by an attack on the first sandbox: descriptors the server inherited (a file it was
+/// started with, a pipe of its parent) reached every function process.
+#[tokio::test]
+#[allow(unsafe_code)] // fcntl on a descriptor of this test process.
+async fn descriptors_the_server_inherited_never_reach_a_function() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "inherited-secret-8c1f").expect("write");
+    let file = std::fs::File::open(&secret).expect("open");
+    let fd = file.as_raw_fd();
+    // SAFETY: clears FD_CLOEXEC on a descriptor this test owns, so the server inherits it.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        assert!(flags >= 0 && libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == 0);
+    }
+    let server = Server::start();
+    drop(file);
+    let code = "import os\ndef handler(e, c):\n    got = []\n    for fd in range(3, 1024):\n        try:\n            os.lseek(fd, 0, 0)\n            got.append(os.read(fd, 100).decode(errors='replace'))\n        except OSError:\n            pass\n    return {'read': got, 'fds': sorted(os.listdir('/proc/self/fd'))}\n";
+    server.deploy("fds", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (s, _, body) = server.invoke("fds", "GET", "/", None).await;
+    assert_eq!(s, 200, "{body}");
+    assert!(
+        !body.to_string().contains("inherited-secret-8c1f"),
+        "an inherited descriptor reached the function: {body}"
+    );
+}
