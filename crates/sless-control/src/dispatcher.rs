@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::value::RawValue;
-use sless_core::event::{Answer, answer, platform_log_line};
+use sless_core::event::{Answer, answer, platform_log_line, report_line};
 use sless_core::invocation::{ColdStart, InvocationRecord, Outcome, Source};
 use sless_core::traits::{Executor, Invocation, InvokeTarget, Registry};
 use sless_core::trigger::TriggerRecord;
@@ -121,7 +121,12 @@ impl Dispatcher {
         let started = Instant::now();
         let mut outcome = self.executor.invoke(target, Invocation { request_id: request_id.clone(), event }).await?;
         let elapsed = started.elapsed();
-        if let Some(line) = platform_log_line(&outcome.result, target.spec.timeout_sec, &request_id) {
+        // The platform's own lines: why the call ended, if the function did not end it, and the
+        // REPORT line every call gets, as in Lambda's log stream.
+        let platform = platform_log_line(&outcome.result, target.spec.timeout_sec, &request_id);
+        let report =
+            report_line(&request_id, elapsed, target.spec.memory_mb, outcome.max_memory_bytes, outcome.init_duration);
+        for line in platform.into_iter().chain([report]) {
             if let Some(logs) = &self.logs {
                 let entry = crate::LogLine {
                     time: sless_core::time::now(),

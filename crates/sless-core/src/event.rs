@@ -307,6 +307,21 @@ fn scalar(v: &Value) -> Option<String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn report_lines_read_as_lambdas() {
+        use std::time::Duration;
+        let line = report_line("r1", Duration::from_micros(12_345), 128, Some(41 * 1024 * 1024 + 1), None);
+        assert_eq!(
+            line,
+            "REPORT RequestId: r1\tDuration: 12.35 ms\tBilled Duration: 13 ms\tMemory Size: 128 MB\tMax Memory Used: 42 MB"
+        );
+        let cold = report_line("r2", Duration::from_micros(400), 256, None, Some(Duration::from_micros(5_670)));
+        assert_eq!(
+            cold,
+            "REPORT RequestId: r2\tDuration: 0.40 ms\tBilled Duration: 1 ms\tMemory Size: 256 MB\tInit Duration: 5.67 ms"
+        );
+    }
+
     fn req<'a>(query: Option<&'a str>, headers: &'a [(String, String)], body: &'a [u8]) -> HttpRequest<'a> {
         HttpRequest {
             method: "POST",
@@ -493,6 +508,32 @@ pub fn platform_log_line(result: &crate::traits::InvokeResult, timeout_sec: u32,
         InvokeResult::Crashed { message } => Some(format!("{request_id} Runtime exited: {message}")),
         _ => None,
     }
+}
+
+/// The line the platform adds at the end of every call's log, in Lambda's format (tab
+/// separated): `REPORT RequestId: <id>\tDuration: 12.34 ms\tBilled Duration: 13 ms\tMemory
+/// Size: 128 MB\tMax Memory Used: 41 MB`, then `\tInit Duration: 5.67 ms` on a cold start.
+/// Billed duration is the duration rounded up to the next millisecond; memory is in MiB
+/// (Lambda's "MB"); `Max Memory Used` is left out when the backend cannot tell.
+pub fn report_line(
+    request_id: &str,
+    duration: std::time::Duration,
+    memory_mb: u32,
+    max_memory_bytes: Option<u64>,
+    init: Option<std::time::Duration>,
+) -> String {
+    let ms = duration.as_secs_f64() * 1000.0;
+    let billed = duration.as_micros().div_ceil(1000).max(1);
+    let mut line = format!(
+        "REPORT RequestId: {request_id}\tDuration: {ms:.2} ms\tBilled Duration: {billed} ms\tMemory Size: {memory_mb} MB"
+    );
+    if let Some(bytes) = max_memory_bytes {
+        line.push_str(&format!("\tMax Memory Used: {} MB", bytes.div_ceil(1024 * 1024)));
+    }
+    if let Some(init) = init {
+        line.push_str(&format!("\tInit Duration: {:.2} ms", init.as_secs_f64() * 1000.0));
+    }
+    line
 }
 
 /// Turns a call's result into its HTTP answer (docs/writing-functions.md): a returned value → its response

@@ -545,6 +545,12 @@ pub struct InvokeOutcome {
     pub cold_start: Option<ColdStart>,
     /// Output lines printed during the call (stdout and stderr, in order).
     pub logs: Vec<String>,
+    /// The most memory the instance has used so far, in bytes (its memory cgroup's peak), when
+    /// the backend can tell.
+    pub max_memory_bytes: Option<u64>,
+    /// On a cold start, how long loading the function into the instance took before the call
+    /// was handed over (Lambda's "Init Duration").
+    pub init_duration: Option<std::time::Duration>,
 }
 
 /// What a build produced: whether the version can run, its log, and a one-line reason for a

@@ -204,6 +204,13 @@ impl InstanceGroup {
         }
     }
 
+    /// The most memory the group has used, in bytes: `memory.peak` (v2, Linux 5.19+) or
+    /// `memory.max_usage_in_bytes` (v1).
+    pub(crate) fn peak_bytes(&self) -> Option<u64> {
+        let file = if self.v2 { "memory.peak" } else { "memory.max_usage_in_bytes" };
+        std::fs::read_to_string(self.dir.join(file)).ok()?.trim().parse().ok()
+    }
+
     /// Whether the memory limit killed a process of this group.
     pub(crate) fn oom_killed(&self) -> bool {
         let field = |file: &str, key: &str| -> u64 {

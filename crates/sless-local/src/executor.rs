@@ -561,7 +561,15 @@ impl Executor for LocalExecutor {
 
     async fn invoke(&self, target: &InvokeTarget, invocation: Invocation) -> sless_core::Result<InvokeOutcome> {
         use std::sync::atomic::Ordering::Relaxed;
-        let refused = |result| Ok(InvokeOutcome { result, cold_start: None, logs: Vec::new() });
+        let refused = |result| {
+            Ok(InvokeOutcome {
+                result,
+                cold_start: None,
+                logs: Vec::new(),
+                max_memory_bytes: None,
+                init_duration: None,
+            })
+        };
         let gone = || {
             let message = "the function was disabled or deleted while this call waited".to_string();
             refused(InvokeResult::Withdrawn { message })
@@ -649,14 +657,17 @@ impl Executor for LocalExecutor {
             }
         };
         let cold_start = start_kind.is_some();
+        let loading = std::time::Instant::now();
         if !instance.ensure_loaded(&pool.launch, &self.inner.memory, &self.inner.isolation, &self.inner.live).await {
             instance.inflight.fetch_sub(1, Relaxed);
             lock(&pool.instances).retain(|i| !Arc::ptr_eq(i, &instance));
             instance.kill().await;
             return Err(sless_core::Error::Internal("a warm-pool process could not be specialised".into()));
         }
+        let init_duration = cold_start.then(|| loading.elapsed());
         self.inner.count_instances(&pool);
         let out = instance.call(invocation, timeout).await;
+        let max_memory_bytes = instance.peak_memory_bytes();
         if start_kind == Some(ColdStart::Pool) {
             self.inner.refill_warm_later(Duration::ZERO);
         }
@@ -673,7 +684,13 @@ impl Executor for LocalExecutor {
         }
         self.inner.count_instances(&pool);
         self.inner.track_starts(&pool, failed_start, &out.result).await;
-        Ok(InvokeOutcome { result: out.result, cold_start: start_kind, logs: out.logs })
+        Ok(InvokeOutcome {
+            result: out.result,
+            cold_start: start_kind,
+            logs: out.logs,
+            max_memory_bytes,
+            init_duration,
+        })
     }
 
     async fn prewarm(&self, target: &InvokeTarget) -> sless_core::Result<()> {

@@ -361,6 +361,11 @@ impl Instance {
         *counted = live.clone();
     }
 
+    /// The most memory the instance has used, in bytes, when it has a memory group.
+    pub(crate) fn peak_memory_bytes(&self) -> Option<u64> {
+        lock(&self.shared.memory).as_ref().and_then(InstanceGroup::peak_bytes)
+    }
+
     /// Puts the process under a limit of `memory_mb` MiB: in a group of its own, or, if it has
     /// one already (a warm-pool process), by changing that group's limit.
     pub(crate) async fn limit_memory(&self, memory: &Memory, memory_mb: u32) {

@@ -195,7 +195,13 @@ impl Executor for FakeExecutor {
         // The sender lives as long as `self`: waiting cannot fail.
         let _ = held.wait_for(|h| !h.contains(&target.name)).await;
         match script.unwrap_or_else(|| Ok(InvokeResult::Returned(Value::String("ok".into())))) {
-            Ok(result) => Ok(InvokeOutcome { result, cold_start: None, logs: Vec::new() }),
+            Ok(result) => Ok(InvokeOutcome {
+                result,
+                cold_start: None,
+                logs: Vec::new(),
+                max_memory_bytes: None,
+                init_duration: None,
+            }),
             Err(message) => Err(Error::Internal(message)),
         }
     }
