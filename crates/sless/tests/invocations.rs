@@ -238,7 +238,17 @@ async fn regression_logs_survive_a_restart() {
     let server = Server::start_in(dir.path(), &[]);
     let lines = server.client.logs("f", 10).await.expect("logs");
     let texts: Vec<(&str, Option<&str>)> = lines.iter().map(|l| (l.line.as_str(), l.request_id.as_deref())).collect();
-    assert_eq!(texts, vec![("line of /before", Some(before_id.as_str()))], "{lines:?}");
+    assert_eq!(texts.len(), 2, "{lines:?}");
+    assert_eq!(texts[0], ("line of /before", Some(before_id.as_str())), "{lines:?}");
+    // Lambda's REPORT line closes every call's log.
+    let (report, id) = texts[1];
+    assert_eq!(id, Some(before_id.as_str()));
+    assert!(report.starts_with(&format!("REPORT RequestId: {before_id}\tDuration: ")), "{report}");
+    assert!(report.contains(" ms\tBilled Duration: ") && report.contains("\tMemory Size: 128 MB"), "{report}");
+    assert!(report.contains("\tInit Duration: "), "the first call was a cold start: {report}");
+    if std::fs::read_to_string("/proc/self/status").unwrap_or_default().lines().any(|l| l.starts_with("Uid:\t0\t")) {
+        assert!(report.contains("\tMax Memory Used: "), "a root server has memory cgroups: {report}");
+    }
 
     let (s, h, _) = server.invoke("f", "GET", "/after", None).await;
     assert_eq!(s, 200);
@@ -250,8 +260,9 @@ async fn regression_logs_survive_a_restart() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let lines = server.client.logs("f", 10).await.expect("logs");
-    let texts: Vec<&str> = lines.iter().map(|l| l.line.as_str()).collect();
+    let texts: Vec<&str> = lines.iter().map(|l| l.line.as_str()).filter(|l| !l.starts_with("REPORT ")).collect();
     assert_eq!(texts, vec!["line of /before", "line of /after"], "{lines:?}");
+    assert_eq!(lines.iter().filter(|l| l.line.starts_with("REPORT ")).count(), 2, "one REPORT per call: {lines:?}");
     assert_eq!(server.client.logs("f", 1).await.expect("logs").len(), 1, "tail still holds");
 }
 
