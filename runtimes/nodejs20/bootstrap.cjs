@@ -323,6 +323,7 @@ async function loadHandler() {
       throw wrapLoadError(e);
     }
     fn = walk(exp, props);
+    loadedExports = exp;
   } else {
     let ns;
     try {
@@ -333,6 +334,7 @@ async function loadHandler() {
     // An ESM module may also `export default {handler}`; a CommonJS module's namespace holds
     // `default` (module.exports) plus the named exports Node could detect.
     fn = walk(ns, props);
+    loadedExports = ns.default !== undefined && ns.default !== null && typeof ns.default === 'object' ? { ...ns.default, ...ns } : ns;
     if (typeof fn !== 'function' && ns.default !== undefined && ns.default !== null) {
       const alt = walk(ns.default, props);
       if (fn === undefined || typeof alt === 'function') fn = alt;
@@ -658,6 +660,22 @@ function fatal(err) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// What the entrypoint's module exported, once loaded (for the build check's hint).
+let loadedExports = null;
+
+// At build time only (a call's error stays Lambda's): the functions the module exports and
+// the entrypoint to set, e.g. "; it exports main: set the entrypoint to index.main (sless
+// deploy --entrypoint index.main)".
+function handlerHint() {
+  const spec = process.env.SLESS_HANDLER || '';
+  const prefix = spec.slice(0, spec.lastIndexOf('.'));
+  if (!loadedExports || typeof loadedExports !== 'object') return '';
+  const names = Object.keys(loadedExports).filter((n) => n !== 'default' && typeof loadedExports[n] === 'function');
+  if (names.length === 0) return `; ${prefix} exports no function`;
+  names.sort((a, b) => (b.includes('andler') - a.includes('andler')) || a.localeCompare(b));
+  return `; it exports ${names.slice(0, 5).join(', ')}: set the entrypoint to ${prefix}.${names[0]} (sless deploy --entrypoint ${prefix}.${names[0]})`;
+}
+
 // --check: import the entrypoint, check the handler is a function, exit 0 / 1.
 
 function check() {
@@ -676,6 +694,7 @@ function check() {
     failed = true;
     process.exitCode = 1;
     const d = describeError(wrapLoadError(err));
+    if (d.errorType === 'Runtime.HandlerNotFound') d.errorMessage += handlerHint();
     process.stderr.write(`${d.text}\n`);
     const line = JSON.stringify({ errorType: d.errorType, errorMessage: d.errorMessage });
     write.call(process.stdout, `${atLineStart ? '' : '\n'}${line}\n`, () => process.exit(1));

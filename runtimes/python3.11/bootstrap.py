@@ -965,10 +965,32 @@ def check():
     if failure is None:
         os._exit(0)
     error_type, message, stack = failure
+    if error_type == "Runtime.HandlerNotFound":
+        message += _handler_hint(entrypoint)
     _write_all(2, _error_log_text(error_type, message, stack).encode("utf-8", "replace"))
     line = '{"errorType": %s, "errorMessage": %s}\n' % (_json_str(error_type), _json_str(message))
     _write_all(1, line.encode("utf-8", "replace"))
     os._exit(1)
+
+
+def _handler_hint(entrypoint):
+    """At build time only (a call's error stays Lambda's): the functions the entrypoint's module
+    defines, and the entrypoint to set, e.g. "; main.py defines lambda_handler: set the
+    entrypoint to main.lambda_handler (sless deploy --entrypoint main.lambda_handler)"."""
+    folder, _, rest = entrypoint.rpartition("/")
+    modname = rest.rpartition(".")[0]
+    module = sys.modules.get(modname)
+    if module is None:
+        return ""
+    import inspect
+    names = [n for n, v in vars(module).items()
+             if not n.startswith("_") and inspect.isfunction(v) and getattr(v, "__module__", None) == modname]
+    if not names:
+        return "; module '%s' defines no function" % modname
+    names.sort(key=lambda n: (0 if "handler" in n else 1, n))
+    prefix = (folder + "/" if folder else "") + modname
+    return "; it defines %s: set the entrypoint to %s.%s (sless deploy --entrypoint %s.%s)" % (
+        ", ".join(names[:5]), prefix, names[0], prefix, names[0])
 
 
 def _drop_privileges(msg):

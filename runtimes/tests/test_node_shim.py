@@ -934,6 +934,14 @@ class InitErrors(NodeShimTestCase):
         self.assertEqual(err["errorType"], "Runtime.UserCodeSyntaxError")
         self.assertIn("SyntaxError: Unexpected token ';'", err["errorMessage"])
 
+    def test_a_build_check_names_the_entrypoint_to_set(self):
+        # Regression (issue 13): the build check adds the fix to the (Lambda) message.
+        p = self.run_check({"index.js": "exports.main = async () => 1;\nexports.helper = () => 2;\nexports.n = 3;"})
+        self.assertEqual(p.returncode, 1, p.stderr)
+        err = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(err["errorMessage"], "index.handler is undefined or not exported; it exports helper, main: "
+                         "set the entrypoint to index.helper (sless deploy --entrypoint index.helper)")
+
     def test_handler_not_found(self):
         err, _, _ = self.start_failing({"index.js": "exports.other = () => 1;"})
         self.assertEqual(err["errorType"], "Runtime.HandlerNotFound")

@@ -1020,6 +1020,18 @@ class TestInitErrors(ShimTestCase):
         self.assert_init_error({"main.py": "def other(e, c): pass\n"}, "main.handler",
                                "Runtime.HandlerNotFound", "Handler 'handler' missing on module 'main'")
 
+    def test_a_build_check_names_the_entrypoint_to_set(self):
+        # Regression (issue 13): the error named the missing attribute but not the fix. The
+        # call-time message stays Lambda's (above); the build check adds the hint.
+        code, out, _ = self.run_check({"handler.py": "import json\ndef helper(x): pass\ndef lambda_handler(e, c): pass\n"},
+                                      "handler.handler")
+        self.assertEqual(code, 1)
+        err = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(err["errorType"], "Runtime.HandlerNotFound")
+        self.assertEqual(err["errorMessage"],
+                         "Handler 'handler' missing on module 'handler'; it defines lambda_handler, helper: "
+                         "set the entrypoint to handler.lambda_handler (sless deploy --entrypoint handler.lambda_handler)")
+
     def test_handler_not_callable(self):
         self.assert_init_error({"main.py": "handler = 42\n"}, "main.handler", "Runtime.HandlerNotFound")
 

@@ -462,3 +462,20 @@ async fn regression_a_build_left_by_a_killed_server_is_killed_at_the_next_start(
     assert!(!left[0].exists(), "its unfinished folder is removed");
     drop(again);
 }
+
+/// A Lambda-style handler under another name used to fail with the missing attribute only;
+/// the build's message now names the entrypoint to set.
+#[tokio::test]
+async fn regression_a_missing_handler_names_the_entrypoint_to_set() {
+    let server = Server::start();
+    let (s, b) = server.create(json!({"name": "lam", "runtime": "python3.11", "entrypoint": "handler.handler"})).await;
+    assert_eq!(s, 201, "{b}");
+    let (s, up) =
+        server.upload("lam", zip(&[("handler.py", "def lambda_handler(event, context):\n    return 1\n")])).await;
+    assert_eq!(s, 202, "{up}");
+    let v = server.wait_version("lam", 1).await;
+    assert_eq!(v["phase"], "Failed", "{v}");
+    let (_, f) = server.get("lam").await;
+    let message = f["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("sless deploy --entrypoint handler.lambda_handler"), "{message}");
+}
