@@ -611,7 +611,9 @@ impl Jail {
         // SAFETY (every block below): raw system calls given pointers to NUL-terminated
         // strings and structures owned by `self`, alive for the whole call.
         if let Some((root, ops)) = &self.mounts {
-            check(unsafe { libc::unshare(libc::CLONE_NEWNS) }.into())?;
+            // An IPC namespace too: System V shared memory and message queues are per instance
+            // (and freed with it), not the machine's.
+            check(unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC) }.into())?;
             check(
                 unsafe {
                     libc::mount(

@@ -618,3 +618,39 @@ async fn descriptors_the_server_inherited_never_reach_a_function() {
         "an inherited descriptor reached the function: {body}"
     );
 }
+
+/// Found by an attack on the first sandbox: System V shared memory was the machine's — a
+/// function's segments outlived it (and its memory limit), and functions could attach to
+/// each other's. Each instance now has an IPC namespace of its own.
+#[tokio::test]
+async fn system_v_shared_memory_is_per_instance() {
+    let server = Server::start();
+    let (line, active) = active_protections(&server);
+    println!("{line}");
+    let code = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+KEY = 0x5e55
+def handler(event, context):
+    if event["path"] == "/make":
+        shm = libc.shmget(KEY, 1 << 20, 0o1666)  # IPC_CREAT | 0666
+        return {"made": shm >= 0, "errno": ctypes.get_errno()}
+    shm = libc.shmget(KEY, 0, 0o666)
+    return {"found": shm >= 0, "errno": ctypes.get_errno()}
+"#;
+    server.deploy("maker", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    server.deploy("finder", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let (s, _, made) = server.invoke("maker", "GET", "/make", None).await;
+    assert_eq!((s, made["made"].clone()), (200, json!(true)), "{made}");
+    let (_, _, found) = server.invoke("finder", "GET", "/find", None).await;
+    let host_has = || {
+        std::fs::read_to_string("/proc/sysvipc/shm")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("24149"))
+    };
+    if active.contains("mount-namespace") {
+        assert_eq!(found["found"], json!(false), "another function found the segment: {found}");
+        assert!(!host_has(), "the segment is the machine's");
+    }
+}
