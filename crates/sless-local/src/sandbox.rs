@@ -603,6 +603,10 @@ fn ptr(c: &Option<CString>) -> *const libc::c_char {
     c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
 }
 
+/// Most processes and threads one function's uid may run at once, over all its instances
+/// (`RLIMIT_NPROC`).
+pub(crate) const MAX_TASKS_PER_UID: libc::rlim_t = 4096;
+
 impl Jail {
     /// Applies the jail to the calling process. Meant for the child between `fork` and
     /// `execve`: it only makes system calls (no allocation, no lock). Errors: the first call
@@ -721,6 +725,12 @@ impl Jail {
             check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) })?;
             unsafe { libc::close(ruleset) };
         }
+        // At most MAX_TASKS_PER_UID processes and threads per function uid (counted by the
+        // kernel per real uid, at each fork and thread start; root, before a pool process
+        // drops to its function's uid, is not held to it): a fork or thread bomb cannot take
+        // every pid of the machine.
+        let tasks = libc::rlimit { rlim_cur: MAX_TASKS_PER_UID, rlim_max: MAX_TASKS_PER_UID };
+        check(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &tasks) }.into())?;
         if let Some(c) = self.creds {
             check(unsafe { libc::setgroups(0, std::ptr::null()) }.into())?;
             check(unsafe { libc::setresgid(c.gid, c.gid, c.gid) }.into())?;

@@ -654,3 +654,53 @@ def handler(event, context):
         assert!(!host_has(), "the segment is the machine's");
     }
 }
+
+/// Found by an attack on the first sandbox: nothing bounded a function's processes and
+/// threads (one instance held 6,000 threads; the machine has 32,768 pids). Each function's uid
+/// may run at most 4,096 (`RLIMIT_NPROC`), and other functions keep answering.
+#[tokio::test]
+async fn a_thread_bomb_stops_at_the_functions_task_limit() {
+    let server = Server::start();
+    let (line, active) = active_protections(&server);
+    println!("{line}");
+    let bomb = r#"
+import threading, time
+def handler(event, context):
+    stop = threading.Event()
+    n = 0
+    try:
+        while n < 6000:
+            threading.Thread(target=stop.wait, daemon=True).start()
+            n += 1
+    except RuntimeError:
+        pass
+    stop.set()
+    return {"threads": n}
+"#;
+    server
+        .deploy(
+            "bomb",
+            "python3.11",
+            "main.handler",
+            &[("main.py", bomb)],
+            json!({"memory_mb": 512, "timeout_sec": 60}),
+        )
+        .await;
+    server
+        .deploy(
+            "calm",
+            "python3.11",
+            "main.handler",
+            &[("main.py", "def handler(e, c):\n    return 'ok'\n")],
+            json!({}),
+        )
+        .await;
+    let (s, _, b) = server.invoke("bomb", "GET", "/", None).await;
+    assert_eq!(s, 200, "{b}");
+    if active.contains("uid-per-function") {
+        let n = b["threads"].as_u64().expect("threads");
+        assert!(n < 4096, "a function started {n} threads");
+    }
+    let (s, _, b) = server.invoke("calm", "GET", "/", None).await;
+    assert_eq!((s, b), (200, json!("ok")));
+}
