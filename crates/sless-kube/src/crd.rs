@@ -267,7 +267,7 @@ pub struct FunctionJobSpec {
     /// The function it runs, in the same namespace (a DNS-1123 label).
     #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
     pub function: String,
-    /// The run: the job runs once per value, and again when it grows (0 and up).
+    /// The run: `0` never runs; any other value runs once, and again whenever it changes.
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub run_id: i64,

@@ -3,6 +3,7 @@
 //! and their CustomResourceDefinitions ([`crds`], [`crds_yaml`], printed by `sless crds`
 //! and kept in `deploy/crds.yaml`).
 
+pub mod convert;
 pub mod crd;
 pub mod workload;
 
