@@ -29,6 +29,9 @@ use crate::sandbox::{Creds, Isolation, Role, View};
 use crate::{Error, Result};
 use sless_control::{LogHub, LogLine};
 
+/// How often an instance's memory peak is read from its cgroup (for the REPORT line).
+const PEAK_EVERY: Duration = Duration::from_millis(200);
+
 /// Most log lines kept per call; more are cut with a marker.
 const MAX_LOG_LINES: usize = 10_000;
 /// Most log bytes kept per call.
@@ -204,6 +207,8 @@ struct Shared {
     /// once with it.
     ended: Mutex<Option<String>>,
     memory: Mutex<Option<InstanceGroup>>,
+    /// The memory peak last read from the group, and when (see [`PEAK_EVERY`]).
+    peak: Mutex<Option<(std::time::Instant, Option<u64>)>>,
 }
 
 /// Whose instance this is (set at start, or when a warm-pool process is specialised).
@@ -361,9 +366,19 @@ impl Instance {
         *counted = live.clone();
     }
 
-    /// The most memory the instance has used, in bytes, when it has a memory group.
+    /// The most memory the instance has used, in bytes, when it has a memory group: read from
+    /// the group at most every [`PEAK_EVERY`] (reading a cgroup file costs tens of µs, too much
+    /// for every call of a busy instance), so it may be that much behind.
     pub(crate) fn peak_memory_bytes(&self) -> Option<u64> {
-        lock(&self.shared.memory).as_ref().and_then(InstanceGroup::peak_bytes)
+        let mut peak = lock(&self.shared.peak);
+        if let Some((at, value)) = *peak
+            && at.elapsed() < PEAK_EVERY
+        {
+            return value;
+        }
+        let value = lock(&self.shared.memory).as_ref().and_then(InstanceGroup::peak_bytes);
+        *peak = Some((std::time::Instant::now(), value));
+        value
     }
 
     /// Puts the process under a limit of `memory_mb` MiB: in a group of its own, or, if it has
@@ -414,6 +429,7 @@ impl Instance {
             init_error: Mutex::new(None),
             ended: Mutex::new(None),
             memory: Mutex::new(None),
+            peak: Mutex::new(None),
         });
         if let Some(out) = child.stdout.take() {
             tokio::spawn(forward_lines(out, shared.clone()));
