@@ -1014,6 +1014,31 @@ def _drop_privileges(msg):
 _SYS_LANDLOCK = (444, 445, 446)  # create_ruleset, add_rule, restrict_self: one number on every arch
 
 
+_LANDLOCK_API = None
+
+
+def _landlock_api():
+    """(ctypes, libc, ruleset_attr, path_beneath_attr) for the Landlock calls of `_narrow`,
+    made once. A generic process makes them before it says `ready` (importing ctypes takes
+    ≈ 1–2 ms), so a cold start from the warm pool does not pay for it."""
+    global _LANDLOCK_API
+    if _LANDLOCK_API is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+
+        class _Attr(ctypes.Structure):
+            _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+        class _Beneath(ctypes.Structure):
+            _pack_ = 1
+            _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
+
+        _LANDLOCK_API = (ctypes, libc, _Attr, _Beneath)
+    return _LANDLOCK_API
+
+
 def _narrow(layer):
     """`landlock` of a `load` frame: add a Landlock layer allowing only its rules, so a pool
     process started able to read every build reads only its function's (PROTOCOL.md, "Warm
@@ -1026,18 +1051,7 @@ def _narrow(layer):
         handled, scoped = int(handled), int(scoped)
     except (KeyError, TypeError, ValueError):
         _fatal("protocol error: bad load frame (want landlock: {handled: int, scoped: int, rules: [[path, int]]})")
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-
-    class _Attr(ctypes.Structure):
-        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
-
-    class _Beneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
-
+    ctypes, libc, _Attr, _Beneath = _landlock_api()
     create, add, restrict = _SYS_LANDLOCK
     attr = _Attr(handled, 0, scoped)
     ruleset = libc.syscall(ctypes.c_long(create), ctypes.byref(attr), ctypes.c_size_t(24 if scoped else 8),
@@ -1124,6 +1138,10 @@ def serve():
 
     generic = "SLESS_HANDLER" not in os.environ
     if generic:  # a warm pool process: interpreter up, no function yet
+        try:
+            _landlock_api()  # ahead of the load frame (see there)
+        except Exception:
+            pass  # made again, and failing loudly, if a load frame needs it
         if not _send('{"type":"ready","generic":true}'):
             _exit(0)
         msg = _read_frame(fd)
