@@ -24,8 +24,6 @@
 //! What is available is found at start ([`Isolation::detect`]): each protection is tried on a
 //! probe process and used only if it held there.
 
-#![allow(unsafe_code)] // The raw system calls below; each `unsafe` block says why it is sound.
-
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -321,6 +319,7 @@ pub(crate) fn seccomp_program() -> Option<Vec<libc::sock_filter>> {
 }
 
 /// Whether the kernel accepts seccomp filters (asked without installing one).
+#[allow(unsafe_code)] // Raw system calls; each `unsafe` block says why it is sound.
 fn seccomp_available() -> bool {
     let action: u32 = libc::SECCOMP_RET_ERRNO;
     // SAFETY: SECCOMP_GET_ACTION_AVAIL only reads the u32 it is given a pointer to.
@@ -366,6 +365,7 @@ struct PathBeneathAttr {
 }
 
 /// The Landlock ABI version of the running kernel, if Landlock is enabled.
+#[allow(unsafe_code)] // Raw system calls; each `unsafe` block says why it is sound.
 fn landlock_abi() -> Option<u32> {
     // SAFETY: with a null attribute and size 0 and the VERSION flag the call reads nothing.
     let v = unsafe {
@@ -611,6 +611,7 @@ impl Jail {
     /// Applies the jail to the calling process. Meant for the child between `fork` and
     /// `execve`: it only makes system calls (no allocation, no lock). Errors: the first call
     /// that failed (the spawn then fails with it).
+    #[allow(unsafe_code)] // Raw system calls; each `unsafe` block says why it is sound.
     pub(crate) fn apply(&self) -> std::io::Result<()> {
         // SAFETY (every block below): raw system calls given pointers to NUL-terminated
         // strings and structures owned by `self`, alive for the whole call.
@@ -853,6 +854,7 @@ impl Isolation {
     /// Finds what this machine offers (`facts`), prepares the shared parts and checks each
     /// protection on a probe process run with `python` (see [`Isolation::probe`]); a
     /// protection that does not hold there is turned off and logged.
+    #[allow(unsafe_code)] // Raw system calls; each `unsafe` block says why it is sound.
     pub(crate) fn detect(
         data_dir: &Path,
         interpreters: &[&Path],
@@ -1095,6 +1097,7 @@ impl Isolation {
     }
 
     /// Installs `jail` on `cmd`, applied in the child before `execve`.
+    #[allow(unsafe_code)] // Raw system calls; each `unsafe` block says why it is sound.
     pub(crate) fn install(cmd: &mut std::process::Command, jail: Jail) {
         use std::os::unix::process::CommandExt;
         // SAFETY: `Jail::apply` only makes system calls on memory it owns (prepared before the
@@ -1223,6 +1226,7 @@ pub(crate) fn reachable_by_others(path: &Path, mode_of: impl Fn(&Path) -> Option
 /// start, before anything opens descriptors meant to be passed on (those are mapped
 /// explicitly). `close_range(2)` with `CLOSE_RANGE_CLOEXEC` (Linux 5.11+); on older kernels
 /// each descriptor of `/proc/self/fd` is marked.
+#[allow(unsafe_code)] // Raw system calls; each `unsafe` block says why it is sound.
 pub fn close_inherited_descriptors() {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: close_range only changes descriptor flags; no memory is passed.
