@@ -77,7 +77,7 @@ pub enum Command {
     Deploy(Client<DeployArgs>),
     /// Call a function and print its response body.
     Invoke(Client<InvokeArgs>),
-    /// List, show or delete functions.
+    /// List, show, update or delete functions.
     Fn(ClientGroup<FnCommand>),
     /// List a function's versions.
     Versions(Client<VersionsArgs>),

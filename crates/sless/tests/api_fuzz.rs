@@ -54,6 +54,10 @@ fn openapi_document_holds_against_the_real_server() {
         // One worker: CPython 3.11's parser is not safe to use from several threads at once,
         // which hypothesis does when it describes strategies.
         .args(["--workers", "1", "--generation-database", "none", "--no-color"])
+        // The code upload's path patterns and binary bodies make hypothesis discard many
+        // candidates; its health check for that then fails the run now and then although
+        // nothing was wrong (the checks above still judge every request it sends).
+        .args(["--suppress-health-check", "filter_too_much"])
         .stdout(out.try_clone().expect("output file"))
         .stderr(out)
         .spawn()
