@@ -106,6 +106,84 @@ pub enum Command {
     /// Print the CustomResourceDefinitions of the Kubernetes backend (Function, Trigger,
     /// FunctionJob) as YAML, for `kubectl apply -f -`.
     Crds,
+    /// Run the Kubernetes operator's controllers against the cluster of KUBECONFIG (or the
+    /// in-cluster config): Functions become image builds, Deployments and Services
+    /// (docs/kubernetes.md, "The operator").
+    Operator(OperatorArgs),
+}
+
+/// `sless operator`: every setting has a flag and a `SLESS_` variable (docs/kubernetes.md,
+/// "Operator settings").
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    /// Reconcile the Functions of this namespace only (default: every namespace).
+    #[arg(long, env = "SLESS_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// Prefix of the tenants' workload namespaces: tenant `acme` runs in `<prefix>acme`.
+    #[arg(long, env = "SLESS_NAMESPACE_PREFIX", default_value = "sless-fn-")]
+    pub namespace_prefix: String,
+    /// The namespace of sless itself (API and operator): the only source of traffic to
+    /// function pods.
+    #[arg(long, env = "SLESS_SYSTEM_NAMESPACE", default_value = "sless")]
+    pub sless_namespace: String,
+    /// Per tenant: most pods (ResourceQuota).
+    #[arg(long, env = "SLESS_TENANT_MAX_PODS", default_value_t = 50)]
+    pub tenant_max_pods: u32,
+    /// Per tenant: most memory of all pods, in MiB (ResourceQuota).
+    #[arg(long, env = "SLESS_TENANT_MAX_MEMORY_MB", default_value_t = 16384)]
+    pub tenant_max_memory_mb: u64,
+    /// CPU requested by each function pod, in millicores.
+    #[arg(long, env = "SLESS_CPU_REQUEST_MILLIS", default_value_t = 100)]
+    pub cpu_request_millis: u32,
+    /// Address ranges of the cluster that function egress may not reach besides DNS and the
+    /// sless namespace (repeat, or separate with commas).
+    #[arg(
+        long = "cluster-cidr",
+        env = "SLESS_CLUSTER_CIDRS",
+        value_delimiter = ',',
+        default_value = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+    )]
+    pub cluster_cidrs: Vec<String>,
+    /// The namespace builds run in (holds the push credentials; Pod Security `baseline`).
+    #[arg(long, env = "SLESS_BUILD_NAMESPACE", default_value = "sless-build")]
+    pub build_namespace: String,
+    /// The image builder (a maintained kaniko fork), pinned by digest: NAME@sha256:<64 hex>.
+    #[arg(long, env = "SLESS_BUILDER_IMAGE")]
+    pub builder_image: String,
+    /// The sless image that prepares build contexts, pinned by digest.
+    #[arg(long, env = "SLESS_CONTEXT_IMAGE")]
+    pub context_image: String,
+    /// Base image of python3.11 functions, pinned by digest.
+    #[arg(long, env = "SLESS_PYTHON311_BASE_IMAGE")]
+    pub python311_base_image: String,
+    /// Base image of nodejs20 functions, pinned by digest.
+    #[arg(long, env = "SLESS_NODEJS20_BASE_IMAGE")]
+    pub nodejs20_base_image: String,
+    /// Where images are pushed, REGISTRY/PATH: an image is <repository>/<runtime>:<sha256>.
+    #[arg(long, env = "SLESS_IMAGE_REPOSITORY")]
+    pub image_repository: String,
+    /// The archive store builds read, s3://BUCKET/PREFIX (the API server's --blob-url).
+    #[arg(long, env = "SLESS_BLOB_URL")]
+    pub blob_url: String,
+    /// Secret in the build namespace whose keys are the context step's environment (S3
+    /// credentials); optional.
+    #[arg(long, env = "SLESS_BLOB_SECRET", default_value = "sless-blobs")]
+    pub blob_secret: String,
+    /// Secret (kubernetes.io/dockerconfigjson) in the build namespace the builder pushes with.
+    #[arg(long, env = "SLESS_PUSH_SECRET", default_value = "sless-registry")]
+    pub push_secret: String,
+    /// A build running longer fails, in seconds.
+    #[arg(long, env = "SLESS_BUILD_DEADLINE_SEC", default_value_t = 900)]
+    pub build_deadline_sec: u32,
+    /// A finished build Job is deleted after this many seconds.
+    #[arg(long, env = "SLESS_BUILD_TTL_SEC", default_value_t = 86400)]
+    pub build_ttl_sec: u32,
+    /// Memory limit of a build pod, in MiB.
+    #[arg(long, env = "SLESS_BUILD_MEMORY_MB", default_value_t = 2048)]
+    pub build_memory_mb: u32,
+    /// Log format.
+    #[arg(long, env = "SLESS_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
 }
 
 #[derive(Debug, Subcommand)]

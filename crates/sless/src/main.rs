@@ -7,6 +7,7 @@ mod connect;
 mod functions_cli;
 mod manifest;
 mod observe_cli;
+mod operator;
 mod output;
 mod pack;
 mod serve;
@@ -75,6 +76,10 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Token(c) => tenants_cli::tokens(&c.conn, c.command).await?,
         Command::Namespace(c) => tenants_cli::namespaces(&c.conn, c.command).await?,
         Command::Crds => print!("{}", sless_kube::crds_yaml()?),
+        Command::Operator(args) => {
+            telemetry::init(args.log_format);
+            operator::run(args).await?;
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -437,7 +437,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
     })
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

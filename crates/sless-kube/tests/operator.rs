@@ -1,0 +1,290 @@
+//! The Function controller (sless_kube::function) against a real kube-apiserver with its
+//! Deployment and Job controllers (docs/kubernetes-testing.md): a Function builds once per
+//! archive in the build namespace, then serves from a Deployment and a Service in the tenant's
+//! workload namespace, with its quota, limits and network policy; a failed build keeps the old
+//! image serving and says why; a restarted operator does not build again; a stalled build
+//! fails at its deadline; a deleted Function leaves nothing behind.
+//!
+//! Build pods are scripted (sless_kube_testenv::scripted): the test decides when a build
+//! ends and how, as a kubelet running kaniko would report it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ObjectMeta;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use sless_kube::build::{self, BuildSettings};
+use sless_kube::crd::{Function, FunctionStatus};
+use sless_kube::function::{self, Context, FINALIZER};
+use sless_kube::workload::Settings;
+use sless_kube_testenv::scripted::{self, Outcome};
+use sless_kube_testenv::{TestNamespace, eventually};
+use tokio::sync::oneshot;
+
+mod common;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn sha(c: char) -> String {
+    c.to_string().repeat(64)
+}
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in sless_kube::crds() {
+        let name = crd.name_any();
+        let params = PatchParams::apply("sless-operator-test").force();
+        crds.patch(&name, &params, &Patch::Apply(&crd)).await.unwrap_or_else(|e| panic!("apply {name}: {e}"));
+        eventually(&format!("{name} established"), WAIT, || {
+            let crds = crds.clone();
+            let name = name.clone();
+            async move {
+                let crd = crds.get(&name).await?;
+                let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+                Ok(conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(()))
+            }
+        })
+        .await
+        .expect("CRD established");
+    }
+}
+
+fn build_settings(namespace: &str, deadline_sec: u32) -> BuildSettings {
+    let mut marked = ObjectMeta::default();
+    scripted::mark_scripted(&mut marked);
+    BuildSettings { pod_labels: marked.labels.unwrap_or_default(), ..common::build_settings(namespace, deadline_sec) }
+}
+
+/// An operator (the Function controller) watching one tenant namespace; stopped when dropped.
+struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Operator {
+    fn start(client: Client, tenant: &str, build: BuildSettings) -> Operator {
+        let ctx =
+            Arc::new(Context { client, settings: Settings::default(), build, watch_namespace: Some(tenant.into()) });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(function::run(ctx, async move {
+            let _ = stopped.await;
+        }));
+        Operator { stop: Some(stop), task: Some(task) }
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(WAIT, task).await.expect("the operator stops").expect("no panic");
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+async fn apply_function(api: &Api<Function>, name: &str, sha256: &str) {
+    let f = json!({
+        "apiVersion": "sless.kube5s.ru/v1alpha1", "kind": "Function",
+        "metadata": {"name": name},
+        "spec": {"runtime": "python3.11", "entrypoint": "main.handler", "memoryMb": 128, "code": {"sha256": sha256}},
+    });
+    api.patch(name, &PatchParams::apply("kubectl").force(), &Patch::Apply(&f)).await.expect("apply function");
+}
+
+/// Waits until the Function's status satisfies `check`, and returns it.
+async fn status_until(
+    api: &Api<Function>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&FunctionStatus) -> bool,
+) -> FunctionStatus {
+    let last = std::sync::Mutex::new(None);
+    let found = eventually(what, WAIT, || {
+        let api = api.clone();
+        let name = name.to_string();
+        let check = &check;
+        let last = &last;
+        async move {
+            let f = api.get(&name).await?;
+            let Some(status) = f.status.clone() else { return Ok(None) };
+            *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status.clone());
+            Ok((check(&status) && status.observed_generation == f.metadata.generation).then_some(status))
+        }
+    })
+    .await;
+    found.unwrap_or_else(|e| panic!("{e}; last status: {:#?}", last.lock().ok().and_then(|l| l.clone())))
+}
+
+fn condition<'a>(s: &'a FunctionStatus, type_: &str) -> (&'a str, &'a str, &'a str) {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+        .unwrap_or(("", "", ""))
+}
+
+async fn build_pod(pods: &Api<Pod>, job: &str) -> String {
+    let pod = scripted::scheduled_pod(pods, &format!("batch.kubernetes.io/job-name={job}"), WAIT)
+        .await
+        .expect("the build pod is scheduled");
+    pod.name_any()
+}
+
+async fn workload_image(deployments: &Api<Deployment>, name: &str) -> String {
+    let d = deployments.get(name).await.expect("deployment");
+    d.spec.template.spec.and_then(|p| p.containers.first().and_then(|c| c.image.clone())).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_function_builds_once_serves_keeps_serving_through_a_failed_build_and_leaves_nothing_when_deleted() {
+    let tenant = TestNamespace::create("op-tenant").await.expect("tenant namespace");
+    // The build namespace enforces Pod Security `baseline` (docs/kubernetes.md, "Builds"):
+    // the builder runs as root with a few capabilities, never privileged.
+    let baseline = [("pod-security.kubernetes.io/enforce".to_string(), "baseline".to_string())].into();
+    let builds = TestNamespace::create_labelled("op-build", baseline).await.expect("build namespace");
+    let client = tenant.client();
+    install_crds(&client).await;
+    let workload_ns = Settings::default().workload_namespace(tenant.name());
+    let operator = Operator::start(client.clone(), tenant.name(), build_settings(builds.name(), 600));
+    let functions: Api<Function> = tenant.api();
+    let jobs: Api<Job> = builds.api();
+    let pods: Api<Pod> = builds.api();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &workload_ns);
+
+    // 1. A Function with code: a build Job in the build namespace, the Function Building.
+    apply_function(&functions, "hello", &sha('a')).await;
+    let building = status_until(&functions, "hello", "Building", |s| s.phase.as_deref() == Some("Building")).await;
+    assert_eq!(condition(&building, "Built").0, "Unknown");
+    assert_eq!(condition(&building, "Ready").1, "Building");
+    let job_a = build::job_name(sless_kube::crd::Runtime::Python311, &sha('a'));
+    let job = jobs.get(&job_a).await.expect("the build Job exists");
+    assert_eq!(job.annotations().get(build::SHA256_ANNOTATION), Some(&sha('a')));
+    let f = functions.get("hello").await.expect("function");
+    assert!(f.finalizers().iter().any(|x| x == FINALIZER), "the cleanup finalizer is set");
+    // The tenant's workload namespace exists with its policies, before anything runs in it.
+    let ns = Api::<Namespace>::all(client.clone()).get(&workload_ns).await.expect("workload namespace");
+    assert_eq!(ns.labels().get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
+    Api::<ResourceQuota>::namespaced(client.clone(), &workload_ns).get("sless-tenant").await.expect("quota");
+    Api::<LimitRange>::namespaced(client.clone(), &workload_ns).get("sless-tenant").await.expect("limits");
+    Api::<NetworkPolicy>::namespaced(client.clone(), &workload_ns).get("sless-tenant").await.expect("policy");
+    assert!(deployments.get_opt("hello").await.expect("get").is_none(), "nothing serves before the image exists");
+
+    // 2. The build pushes (its digest as termination message): the Deployment runs that digest.
+    let pod = build_pod(&pods, &job_a).await;
+    scripted::set_outcome(&pods, &pod, &Outcome::SucceededWith { message: digest('d') }).await.expect("build done");
+    let ready = status_until(&functions, "hello", "Ready", |s| s.phase.as_deref() == Some("Ready")).await;
+    let image_a = format!("registry.sless.invalid/functions/python3.11@{}", digest('d'));
+    assert_eq!(ready.image.as_deref(), Some(image_a.as_str()));
+    assert_eq!(ready.built_sha256, Some(sha('a')));
+    assert_eq!(condition(&ready, "Built").0, "True");
+    assert_eq!(condition(&ready, "Ready").0, "True");
+    assert_eq!(workload_image(&deployments, "hello").await, image_a);
+    Api::<Service>::namespaced(client.clone(), &workload_ns).get("hello").await.expect("the function's Service");
+    let jobs_now = jobs.list(&ListParams::default()).await.expect("jobs").items.len();
+    assert_eq!(jobs_now, 1, "one build for one archive");
+
+    // 3. New code whose build fails: the old image keeps serving, the Function says why.
+    apply_function(&functions, "hello", &sha('b')).await;
+    let job_b = build::job_name(sless_kube::crd::Runtime::Python311, &sha('b'));
+    let pod = build_pod(&pods, &job_b).await;
+    let log =
+        "Step 3/5 : RUN pip install -r requirements.txt\nERROR: No matching distribution found for nosuchpkg==9.9\n";
+    scripted::set_outcome(&pods, &pod, &Outcome::Failed { exit_code: 1, log: log.into() }).await.expect("build fails");
+    let failed = status_until(&functions, "hello", "Built False", |s| condition(s, "Built").0 == "False").await;
+    let (_, reason, message) = condition(&failed, "Built");
+    assert_eq!(reason, "BuildFailed");
+    assert!(message.contains("No matching distribution found for nosuchpkg==9.9"), "{message}");
+    assert_eq!(failed.phase.as_deref(), Some("Ready"), "the previous image still serves");
+    assert!(failed.message.as_deref().is_some_and(|m| m.contains("nosuchpkg") && m.contains("previous image")));
+    assert_eq!(condition(&failed, "Ready").0, "True");
+    assert_eq!(workload_image(&deployments, "hello").await, image_a, "the Deployment was left alone");
+
+    // 4. The operator restarted mid-build builds nothing twice: the same Job finishes it.
+    apply_function(&functions, "hello", &sha('c')).await;
+    let job_c = build::job_name(sless_kube::crd::Runtime::Python311, &sha('c'));
+    status_until(&functions, "hello", "building c", |s| condition(s, "Built").0 == "Unknown").await;
+    let uid = jobs.get(&job_c).await.expect("job c").uid();
+    operator.stop().await;
+    let operator = Operator::start(client.clone(), tenant.name(), build_settings(builds.name(), 600));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(jobs.get(&job_c).await.expect("job c").uid(), uid, "the Job was not made again");
+    let pod = build_pod(&pods, &job_c).await;
+    scripted::set_outcome(&pods, &pod, &Outcome::SucceededWith { message: digest('f') }).await.expect("build done");
+    let image_c = format!("registry.sless.invalid/functions/python3.11@{}", digest('f'));
+    let ready = status_until(&functions, "hello", "Ready on c", |s| {
+        s.phase.as_deref() == Some("Ready") && s.built_sha256 == Some(sha('c'))
+    })
+    .await;
+    assert_eq!(ready.image.as_deref(), Some(image_c.as_str()));
+    assert_eq!(workload_image(&deployments, "hello").await, image_c);
+    assert_eq!(jobs.list(&ListParams::default()).await.expect("jobs").items.len(), 3, "a, b and c: one each");
+
+    // 5. Delete: the Deployment and the Service go, then the Function itself.
+    functions.delete("hello", &DeleteParams::default()).await.expect("delete");
+    eventually("the function gone", WAIT, || {
+        let functions = functions.clone();
+        async move { Ok(functions.get_opt("hello").await?.is_none().then_some(())) }
+    })
+    .await
+    .expect("the finalizer lets the function go");
+    assert!(deployments.get_opt("hello").await.expect("get").is_none(), "the Deployment is gone");
+    let services: Api<Service> = Api::namespaced(client.clone(), &workload_ns);
+    assert!(services.get_opt("hello").await.expect("get").is_none(), "the Service is gone");
+    operator.stop().await;
+    let _ = Api::<Namespace>::all(client).delete(&workload_ns, &DeleteParams::default()).await;
+}
+
+#[tokio::test]
+async fn a_stalled_build_fails_at_its_deadline_and_an_invalid_spec_builds_nothing() {
+    let tenant = TestNamespace::create("op-stall").await.expect("tenant namespace");
+    let builds = TestNamespace::create("op-stall-build").await.expect("build namespace");
+    let client = tenant.client();
+    install_crds(&client).await;
+    let operator = Operator::start(client.clone(), tenant.name(), build_settings(builds.name(), 3));
+    let functions: Api<Function> = tenant.api();
+    let jobs: Api<Job> = builds.api();
+
+    // The build pod is scheduled but never finishes (a hung registry, a stuck pip).
+    apply_function(&functions, "slow", &sha('5')).await;
+    let failed = status_until(&functions, "slow", "Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    let (status, reason, message) = condition(&failed, "Built");
+    assert_eq!((status, reason), ("False", "BuildDeadlineExceeded"));
+    assert!(message.contains("did not finish within 3 s"), "{message}");
+    assert_eq!(condition(&failed, "Ready").1, "BuildDeadlineExceeded");
+
+    // A spec the REST API would refuse but the CRD's schema cannot (env over 32 KiB in all)
+    // fails without a build.
+    let bad = json!({
+        "apiVersion": "sless.kube5s.ru/v1alpha1", "kind": "Function",
+        "metadata": {"name": "bad"},
+        "spec": {"runtime": "python3.11", "entrypoint": "main.handler", "code": {"sha256": sha('6')},
+                 "env": {"BIG": "x".repeat(40 * 1024)}},
+    });
+    functions.create(&PostParams::default(), &serde_json::from_value(bad).expect("function")).await.expect("create");
+    let invalid = status_until(&functions, "bad", "Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert_eq!(condition(&invalid, "Ready").1, "InvalidSpec", "{invalid:#?}");
+    let job_6 = build::job_name(sless_kube::crd::Runtime::Python311, &sha('6'));
+    assert!(jobs.get_opt(&job_6).await.expect("get").is_none(), "an invalid function builds nothing");
+    operator.stop().await;
+    let workload_ns = Settings::default().workload_namespace(tenant.name());
+    let _ = Api::<Namespace>::all(client).delete(&workload_ns, &DeleteParams::default()).await;
+}
