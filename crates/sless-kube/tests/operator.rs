@@ -15,6 +15,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
@@ -287,4 +288,92 @@ async fn a_stalled_build_fails_at_its_deadline_and_an_invalid_spec_builds_nothin
     operator.stop().await;
     let workload_ns = Settings::default().workload_namespace(tenant.name());
     let _ = Api::<Namespace>::all(client).delete(&workload_ns, &DeleteParams::default()).await;
+}
+
+#[test]
+fn deploy_rbac_yaml_is_what_the_rbac_builder_makes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/rbac.yaml");
+    let made = sless_kube::rbac::rbac_yaml().expect("yaml");
+    if std::env::var_os("SLESS_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &made).expect("write deploy/rbac.yaml");
+    }
+    let kept = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        kept == made,
+        "deploy/rbac.yaml differs (regenerate: SLESS_UPDATE_DOCS=1 cargo test -p sless-kube --test operator)"
+    );
+    for forbidden in ["secrets", "'*'", "\"*\""] {
+        assert!(!made.contains(forbidden), "the operator's RBAC never names {forbidden}");
+    }
+}
+
+#[tokio::test]
+async fn the_operator_works_under_its_own_rbac_alone() {
+    let system = TestNamespace::create("op-rbac-sys").await.expect("sless namespace");
+    let tenant = TestNamespace::create("op-rbac").await.expect("tenant namespace");
+    let builds = TestNamespace::create("op-rbac-build").await.expect("build namespace");
+    let admin = tenant.client();
+    install_crds(&admin).await;
+    let name = format!("sless-operator-{}", system.name());
+    let rbac = sless_kube::rbac::operator_rbac(&name, system.name(), builds.name());
+    let params = PatchParams::apply("sless-operator-test").force();
+    let sa = serde_json::to_value(&rbac.service_account).expect("json");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin.clone(), system.name())
+        .patch(&name, &params, &Patch::Apply(&sa))
+        .await
+        .expect("service account");
+    let cluster_roles: Api<ClusterRole> = Api::all(admin.clone());
+    cluster_roles.patch(&name, &params, &Patch::Apply(&rbac.cluster_role)).await.expect("cluster role");
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    cluster_bindings.patch(&name, &params, &Patch::Apply(&rbac.cluster_role_binding)).await.expect("binding");
+    Api::<Role>::namespaced(admin.clone(), builds.name())
+        .patch(&name, &params, &Patch::Apply(&rbac.build_role))
+        .await
+        .expect("build role");
+    Api::<RoleBinding>::namespaced(admin.clone(), builds.name())
+        .patch(&name, &params, &Patch::Apply(&rbac.build_role_binding))
+        .await
+        .expect("build role binding");
+
+    // A client that is the operator's service account and nothing else.
+    let plane = tokio::task::spawn_blocking(sless_kube_testenv::control_plane).await.expect("join").expect("plane");
+    let mut config = plane.config().await.expect("config");
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{}:{name}", system.name()));
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{}", system.name()),
+        "system:authenticated".into(),
+    ]);
+    let operator_client = Client::try_from(config).expect("client");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(operator_client.clone(), builds.name());
+    match secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{e:?}"),
+        other => panic!("the operator may not read Secrets, even in the build namespace: {other:?}"),
+    }
+
+    let operator = Operator::start(operator_client, tenant.name(), build_settings(builds.name(), 600));
+    let functions: Api<Function> = tenant.api();
+    let pods: Api<Pod> = builds.api();
+    apply_function(&functions, "hello", &sha('9')).await;
+    let job = build::job_name(sless_kube::crd::Runtime::Python311, &sha('9'));
+    let pod = build_pod(&pods, &job).await;
+    scripted::set_outcome(&pods, &pod, &Outcome::SucceededWith { message: digest('9') }).await.expect("build done");
+    let ready = status_until(&functions, "hello", "Ready", |s| s.phase.as_deref() == Some("Ready")).await;
+    assert_eq!(condition(&ready, "Ready").0, "True");
+    functions.delete("hello", &DeleteParams::default()).await.expect("delete");
+    eventually("the function gone", WAIT, || {
+        let functions = functions.clone();
+        async move { Ok(functions.get_opt("hello").await?.is_none().then_some(())) }
+    })
+    .await
+    .expect("the finalizer lets the function go under the operator's own RBAC");
+    operator.stop().await;
+    let workload_ns = Settings::default().workload_namespace(tenant.name());
+    assert!(
+        Api::<Deployment>::namespaced(admin.clone(), &workload_ns).get_opt("hello").await.expect("get").is_none(),
+        "the Deployment is gone"
+    );
+    let _ = cluster_bindings.delete(&name, &DeleteParams::default()).await;
+    let _ = cluster_roles.delete(&name, &DeleteParams::default()).await;
+    let _ = Api::<Namespace>::all(admin).delete(&workload_ns, &DeleteParams::default()).await;
 }
