@@ -46,6 +46,10 @@ pub struct Connection {
     /// API token.
     #[arg(long, global = true, env = "SLESS_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the API token from this file instead (e.g. a mounted Secret or a projected
+    /// service-account token); surrounding whitespace is ignored.
+    #[arg(long, global = true, env = "SLESS_TOKEN_FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// Namespace of the functions.
     #[arg(long, short = 'n', global = true, env = "SLESS_NAMESPACE", default_value = "default")]
     pub namespace: String,
@@ -626,6 +630,15 @@ pub enum TriggerCommand {
     Disable {
         /// Trigger name.
         name: String,
+    },
+    /// Fire a cron trigger now: its function is called once with the event its schedule
+    /// sends, and its answer printed (as `invoke` prints it).
+    Fire {
+        /// Trigger name.
+        name: String,
+        /// Print the status line and headers too.
+        #[arg(short = 'i', long)]
+        include: bool,
     },
 }
 

@@ -63,7 +63,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Versions(c) => functions_cli::versions(&c.conn, c.args).await?,
         Command::Rollback(c) => functions_cli::rollback(&c.conn, c.args).await?,
         Command::Env(c) => functions_cli::env(&c.conn, c.command).await?,
-        Command::Trigger(c) => triggers_cli::triggers(&c.conn, c.command).await?,
+        Command::Trigger(c) => return triggers_cli::triggers(&c.conn, c.command).await,
         Command::Job(c) => return triggers_cli::jobs(&c.conn, c.command).await,
         Command::Invocations(c) => observe_cli::invocations(&c.conn, c.args).await?,
         Command::Invocation(c) => {
