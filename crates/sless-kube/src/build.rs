@@ -6,7 +6,7 @@
 //! A Job's name is its identity: creating it again answers AlreadyExists, which means "this
 //! build is in progress or done", so one archive is built once per runtime, also across
 //! operator restarts. The Job runs two containers over an `emptyDir` workspace: `context`
-//! (the sless image, [`BuildSettings::context_image`]) fetches the archive from the blob
+//! (the sless image, [`BuildSettings::sless_image`]) fetches the archive from the blob
 //! store and writes the build context, and `build` (a kaniko fork,
 //! [`BuildSettings::builder_image`]) builds it and pushes `<repository>/<runtime>:<sha256>`,
 //! writing the pushed digest to its termination message, so the Deployment runs the image by
@@ -46,8 +46,9 @@ pub struct BuildSettings {
     pub namespace: String,
     /// The builder (a maintained kaniko fork), pinned by digest (`…@sha256:<64 hex>`).
     pub builder_image: String,
-    /// The sless image that prepares the build context (`sless build-context`), pinned by digest.
-    pub context_image: String,
+    /// The sless image, pinned by digest: it prepares build contexts (`sless build-context`)
+    /// and fires cron triggers (`sless trigger fire`).
+    pub sless_image: String,
     /// The base image per runtime, pinned by digest.
     pub base_images: BaseImages,
     /// Where images are pushed: `<registry>/<path>`; an image is `<repository>/<runtime>:<sha256>`.
@@ -92,7 +93,7 @@ impl BuildSettings {
     pub fn check(&self) -> Result<()> {
         for (field, image) in [
             ("builder-image", &self.builder_image),
-            ("context-image", &self.context_image),
+            ("sless-image", &self.sless_image),
             ("python311-base-image", &self.base_images.python311),
             ("nodejs20-base-image", &self.base_images.nodejs20),
         ] {
@@ -201,7 +202,7 @@ pub fn build_job(settings: &BuildSettings, runtime: Runtime, sha256: &str) -> Jo
     };
     let context = Container {
         name: "context".into(),
-        image: Some(settings.context_image.clone()),
+        image: Some(settings.sless_image.clone()),
         command: Some(vec!["sless".into(), "build-context".into()]),
         args: Some(vec![
             format!("--blob-url={}", settings.blob_url),
@@ -388,7 +389,7 @@ pub(crate) mod tests {
         BuildSettings {
             namespace: "sless-build".into(),
             builder_image: pinned("ghcr.io/example/kaniko"),
-            context_image: pinned("ghcr.io/example/sless"),
+            sless_image: pinned("ghcr.io/example/sless"),
             base_images: BaseImages { python311: pinned("python:3.11-slim"), nodejs20: pinned("node:20-slim") },
             repository: "registry.example:5000/sless".into(),
             blob_url: "s3://sless/archives".into(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Service};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -26,13 +26,14 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::build::{self, BuildSettings, BuildState};
+use crate::build::{self, BuildState};
 use crate::crd::{Function, FunctionStatus};
-use crate::workload::{self, FUNCTION_LABEL, MANAGED_BY_LABEL, Settings, TENANT_LABEL};
+use crate::operator::Context;
+use crate::workload::{self, FUNCTION_LABEL, MANAGED_BY_LABEL, TENANT_LABEL};
 use crate::{Error, Result};
 
 /// The field manager of everything the operator applies.
@@ -44,19 +45,6 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// How soon a Function whose build or rollout is under way is looked at again, besides the
 /// Job and Deployment events that normally wake it.
 const IN_PROGRESS: Duration = Duration::from_secs(30);
-
-/// What the Function controller needs: the client and the operator's settings. Separate from
-/// any state an HTTP server sees.
-pub struct Context {
-    /// The cluster.
-    pub client: Client,
-    /// Names and bounds of the workloads.
-    pub settings: Settings,
-    /// How images are built.
-    pub build: BuildSettings,
-    /// Reconcile only the Functions of this namespace (all when `None`).
-    pub watch_namespace: Option<String>,
-}
 
 /// How a Function's Deployment is doing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,11 +228,11 @@ pub fn status(
     s
 }
 
-fn apply_params() -> PatchParams {
+pub(crate) fn apply_params() -> PatchParams {
     PatchParams::apply(MANAGER).force()
 }
 
-async fn apply<K>(api: &Api<K>, object: &K) -> Result<K>
+pub(crate) async fn apply<K>(api: &Api<K>, object: &K) -> Result<K>
 where
     K: Resource + Serialize + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -267,12 +255,17 @@ async fn ensure_tenant(ctx: &Context, tenant: &str) -> Result<()> {
         &with_kind(workload::tenant_network_policy(s, tenant))?,
     )
     .await?;
+    apply(
+        &Api::<ServiceAccount>::namespaced(client.clone(), &ns),
+        &with_kind(workload::tenant_cron_service_account(s, tenant))?,
+    )
+    .await?;
     Ok(())
 }
 
 /// k8s-openapi's types leave `apiVersion` and `kind` to their serializer, which writes them
 /// (server-side apply needs both): a round trip through JSON checks it.
-fn with_kind<K: Serialize + serde::de::DeserializeOwned>(object: K) -> Result<K> {
+pub(crate) fn with_kind<K: Serialize + serde::de::DeserializeOwned>(object: K) -> Result<K> {
     serde_json::from_value(serde_json::to_value(object).map_err(Error::Json)?).map_err(Error::Json)
 }
 

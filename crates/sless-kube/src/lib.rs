@@ -7,7 +7,9 @@ pub mod build;
 pub mod convert;
 pub mod crd;
 pub mod function;
+pub mod operator;
 pub mod rbac;
+pub mod trigger;
 pub mod workload;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

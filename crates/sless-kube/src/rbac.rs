@@ -4,12 +4,14 @@
 //! they differ), and the operator's tests run under these rules alone (impersonating its
 //! service account).
 //!
-//! - a ClusterRole bound cluster-wide: the Functions and their status (the finalizer is a
-//!   patch of the Function); the tenants' workload namespaces and what the operator puts in
-//!   them (namespaces, ResourceQuotas, LimitRanges, NetworkPolicies, Deployments, Services),
+//! - a ClusterRole bound cluster-wide: the Functions and Triggers and their status (the
+//!   finalizer is a patch); the tenants' workload namespaces and what the operator puts in
+//!   them (namespaces, ResourceQuotas, LimitRanges, NetworkPolicies, ServiceAccounts,
+//!   Deployments, Services, CronJobs),
 //!   created and updated by server-side apply (`create` + `patch`);
 //! - a Role in the build namespace: build Jobs (create, watch) and their pods (list, for the
-//!   digest or the log's tail in a termination message).
+//!   digest or the log's tail in a termination message);
+//! - a Role in the sless namespace: the http triggers' Ingresses.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +35,10 @@ pub struct OperatorRbac {
     pub build_role: Role,
     /// Binds the build Role to the service account.
     pub build_role_binding: RoleBinding,
+    /// `<name>` in the sless namespace: the http triggers' Ingresses.
+    pub sless_role: Role,
+    /// Binds the sless-namespace Role to the service account.
+    pub sless_role_binding: RoleBinding,
 }
 
 fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
@@ -63,16 +69,19 @@ pub fn operator_rbac(name: &str, sless_namespace: &str, build_namespace: &str) -
         api_group: None,
     };
     let cluster_rules = vec![
-        rule(crate::crd::GROUP, &["functions"], &["get", "list", "watch", "patch"]),
-        rule(crate::crd::GROUP, &["functions/status"], &["get", "patch"]),
+        rule(crate::crd::GROUP, &["functions", "triggers"], &["get", "list", "watch", "patch"]),
+        rule(crate::crd::GROUP, &["functions/status", "triggers/status"], &["get", "patch"]),
         rule("", &["namespaces"], &["get", "create", "patch"]),
-        rule("", &["resourcequotas", "limitranges"], &["get", "create", "patch"]),
+        rule("", &["resourcequotas", "limitranges", "serviceaccounts"], &["get", "create", "patch"]),
+        rule("batch", &["cronjobs"], &["get", "list", "watch", "create", "patch", "delete"]),
         rule("networking.k8s.io", &["networkpolicies"], &["get", "create", "patch"]),
         rule("apps", &["deployments"], &["get", "list", "watch", "create", "patch", "delete"]),
         rule("", &["services"], &["get", "create", "patch", "delete"]),
     ];
     let build_rules =
         vec![rule("batch", &["jobs"], &["get", "list", "watch", "create"]), rule("", &["pods"], &["list"])];
+    let sless_rules =
+        vec![rule("networking.k8s.io", &["ingresses"], &["get", "list", "watch", "create", "patch", "delete"])];
     let role_ref = |kind: &str| RoleRef {
         api_group: Some("rbac.authorization.k8s.io".into()),
         kind: kind.into(),
@@ -94,6 +103,12 @@ pub fn operator_rbac(name: &str, sless_namespace: &str, build_namespace: &str) -
         build_role_binding: RoleBinding {
             metadata: meta(name, Some(build_namespace)),
             role_ref: role_ref("Role"),
+            subjects: Some(vec![subject.clone()]),
+        },
+        sless_role: Role { metadata: meta(name, Some(sless_namespace)), rules: Some(sless_rules) },
+        sless_role_binding: RoleBinding {
+            metadata: meta(name, Some(sless_namespace)),
+            role_ref: role_ref("Role"),
             subjects: Some(vec![subject]),
         },
     }
@@ -110,6 +125,8 @@ pub fn rbac_yaml() -> Result<String> {
         serde_json::to_string(&r.cluster_role_binding),
         serde_json::to_string(&r.build_role),
         serde_json::to_string(&r.build_role_binding),
+        serde_json::to_string(&r.sless_role),
+        serde_json::to_string(&r.sless_role_binding),
     ];
     let mut out = String::from(
         "# The operator's RBAC, generated from crates/sless-kube/src/rbac.rs (least privilege; no Secrets).\n",

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -22,8 +22,10 @@ use kube::core::ObjectMeta;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use sless_kube::build::{self, BuildSettings};
-use sless_kube::crd::{Function, FunctionStatus};
-use sless_kube::function::{self, Context, FINALIZER};
+use sless_kube::crd::{Function, FunctionStatus, Trigger, TriggerStatus};
+use sless_kube::function::FINALIZER;
+use sless_kube::operator::{self, Context};
+use sless_kube::trigger::TriggerSettings;
 use sless_kube::workload::Settings;
 use sless_kube_testenv::scripted::{self, Outcome};
 use sless_kube_testenv::{TestNamespace, eventually};
@@ -75,10 +77,19 @@ struct Operator {
 
 impl Operator {
     fn start(client: Client, tenant: &str, build: BuildSettings) -> Operator {
-        let ctx =
-            Arc::new(Context { client, settings: Settings::default(), build, watch_namespace: Some(tenant.into()) });
+        Operator::start_with(client, tenant, build, Settings::default())
+    }
+
+    fn start_with(client: Client, tenant: &str, build: BuildSettings, settings: Settings) -> Operator {
+        let ctx = Arc::new(Context {
+            client,
+            settings,
+            build,
+            triggers: TriggerSettings::default(),
+            watch_namespace: Some(tenant.into()),
+        });
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(function::run(ctx, async move {
+        let task = tokio::spawn(operator::run(ctx, async move {
             let _ = stopped.await;
         }));
         Operator { stop: Some(stop), task: Some(task) }
@@ -334,6 +345,14 @@ async fn the_operator_works_under_its_own_rbac_alone() {
         .patch(&name, &params, &Patch::Apply(&rbac.build_role_binding))
         .await
         .expect("build role binding");
+    Api::<Role>::namespaced(admin.clone(), system.name())
+        .patch(&name, &params, &Patch::Apply(&rbac.sless_role))
+        .await
+        .expect("sless role");
+    Api::<RoleBinding>::namespaced(admin.clone(), system.name())
+        .patch(&name, &params, &Patch::Apply(&rbac.sless_role_binding))
+        .await
+        .expect("sless role binding");
 
     // A client that is the operator's service account and nothing else.
     let plane = tokio::task::spawn_blocking(sless_kube_testenv::control_plane).await.expect("join").expect("plane");
@@ -351,7 +370,8 @@ async fn the_operator_works_under_its_own_rbac_alone() {
         other => panic!("the operator may not read Secrets, even in the build namespace: {other:?}"),
     }
 
-    let operator = Operator::start(operator_client, tenant.name(), build_settings(builds.name(), 600));
+    let settings = Settings { sless_namespace: system.name().into(), ..Settings::default() };
+    let operator = Operator::start_with(operator_client, tenant.name(), build_settings(builds.name(), 600), settings);
     let functions: Api<Function> = tenant.api();
     let pods: Api<Pod> = builds.api();
     apply_function(&functions, "hello", &sha('9')).await;
@@ -360,6 +380,25 @@ async fn the_operator_works_under_its_own_rbac_alone() {
     scripted::set_outcome(&pods, &pod, &Outcome::SucceededWith { message: digest('9') }).await.expect("build done");
     let ready = status_until(&functions, "hello", "Ready", |s| s.phase.as_deref() == Some("Ready")).await;
     assert_eq!(condition(&ready, "Ready").0, "True");
+    // Triggers too: a CronJob in the workload namespace, an Ingress in the sless namespace.
+    let triggers: Api<Trigger> = tenant.api();
+    for (name, spec) in [
+        ("nightly", json!({"function": "hello", "type": "cron", "schedule": "@hourly"})),
+        ("web", json!({"function": "hello", "type": "http"})),
+    ] {
+        let t = json!({"apiVersion": "sless.kube5s.ru/v1alpha1", "kind": "Trigger", "metadata": {"name": name}, "spec": spec});
+        triggers.patch(name, &PatchParams::apply("kubectl"), &Patch::Apply(&t)).await.expect("apply trigger");
+        trigger_until(&triggers, name, "Active", |s| s.phase.as_deref() == Some("Active")).await;
+    }
+    for name in ["nightly", "web"] {
+        triggers.delete(name, &DeleteParams::default()).await.expect("delete trigger");
+    }
+    eventually("the triggers gone", WAIT, || {
+        let triggers = triggers.clone();
+        async move { Ok(triggers.list(&ListParams::default()).await?.items.is_empty().then_some(())) }
+    })
+    .await
+    .expect("the finalizers let the triggers go under the operator's own RBAC");
     functions.delete("hello", &DeleteParams::default()).await.expect("delete");
     eventually("the function gone", WAIT, || {
         let functions = functions.clone();
@@ -376,4 +415,142 @@ async fn the_operator_works_under_its_own_rbac_alone() {
     let _ = cluster_bindings.delete(&name, &DeleteParams::default()).await;
     let _ = cluster_roles.delete(&name, &DeleteParams::default()).await;
     let _ = Api::<Namespace>::all(admin).delete(&workload_ns, &DeleteParams::default()).await;
+}
+
+async fn trigger_until(
+    api: &Api<Trigger>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&TriggerStatus) -> bool,
+) -> TriggerStatus {
+    let found = eventually(what, WAIT, || {
+        let api = api.clone();
+        let name = name.to_string();
+        let check = &check;
+        async move {
+            let t = api.get(&name).await?;
+            let Some(status) = t.status.clone() else { return Ok(None) };
+            Ok((check(&status) && status.observed_generation == t.metadata.generation).then_some(status))
+        }
+    })
+    .await;
+    match found {
+        Ok(s) => s,
+        Err(e) => panic!("{e}; trigger {name}: {:#?}", api.get(name).await.ok().and_then(|t| t.status)),
+    }
+}
+
+fn trigger_reason(s: &TriggerStatus) -> &str {
+    s.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.reason.as_str()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn triggers_applied_before_their_function_turn_active_the_moment_it_is_ready() {
+    let system = TestNamespace::create("op-trg-sys").await.expect("sless namespace");
+    let tenant = TestNamespace::create("op-trg").await.expect("tenant namespace");
+    let builds = TestNamespace::create("op-trg-build").await.expect("build namespace");
+    let client = tenant.client();
+    install_crds(&client).await;
+    let settings = Settings { sless_namespace: system.name().into(), ..Settings::default() };
+    let workload_ns = settings.workload_namespace(tenant.name());
+    let operator = Operator::start_with(client.clone(), tenant.name(), build_settings(builds.name(), 600), settings);
+    let triggers: Api<Trigger> = tenant.api();
+    let apply_trigger = |name: &str, spec: serde_json::Value| {
+        let triggers = triggers.clone();
+        let t = json!({"apiVersion": "sless.kube5s.ru/v1alpha1", "kind": "Trigger", "metadata": {"name": name}, "spec": spec});
+        let name = name.to_string();
+        async move {
+            triggers
+                .patch(&name, &PatchParams::apply("kubectl").force(), &Patch::Apply(&t))
+                .await
+                .expect("apply trigger");
+        }
+    };
+    // Triggers first, in one apply with the Function, in any order.
+    apply_trigger(
+        "nightly",
+        json!({"function": "hello", "type": "cron", "schedule": "30 1 * * *", "timezone": "Europe/Berlin"}),
+    )
+    .await;
+    apply_trigger("web", json!({"function": "hello", "type": "http", "auth": "token"})).await;
+    apply_trigger("fast", json!({"function": "hello", "type": "cron", "schedule": "@every 30s"})).await;
+    let waiting = trigger_until(&triggers, "nightly", "Waiting", |s| s.phase.as_deref() == Some("Waiting")).await;
+    assert_eq!(trigger_reason(&waiting), "FunctionNotReady");
+    assert!(waiting.message.as_deref().is_some_and(|m| m.contains("does not exist")), "{waiting:?}");
+    let fast = trigger_until(&triggers, "fast", "Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert_eq!(trigger_reason(&fast), "UnsupportedSchedule");
+    assert!(fast.message.as_deref().is_some_and(|m| m.contains("at most once a minute")), "{fast:?}");
+
+    let functions: Api<Function> = tenant.api();
+    let pods: Api<Pod> = builds.api();
+    apply_function(&functions, "hello", &sha('1')).await;
+    let building = trigger_until(&triggers, "nightly", "Waiting on the build", |s| {
+        s.message.as_deref().is_some_and(|m| m.contains("is Building"))
+    })
+    .await;
+    assert_eq!(building.phase.as_deref(), Some("Waiting"));
+    let job = build::job_name(sless_kube::crd::Runtime::Python311, &sha('1'));
+    let pod = build_pod(&pods, &job).await;
+    scripted::set_outcome(&pods, &pod, &Outcome::SucceededWith { message: digest('1') }).await.expect("build done");
+    status_until(&functions, "hello", "Ready", |s| s.phase.as_deref() == Some("Ready")).await;
+    // Active through the watch on the Function, long before any resync (5 min) or tick.
+    let active = trigger_until(&triggers, "nightly", "Active", |s| s.phase.as_deref() == Some("Active")).await;
+    assert_eq!(trigger_reason(&active), "FunctionReady");
+    trigger_until(&triggers, "web", "Active", |s| s.phase.as_deref() == Some("Active")).await;
+
+    let crons: Api<CronJob> = Api::namespaced(client.clone(), &workload_ns);
+    let cron = crons.get("nightly").await.expect("the CronJob");
+    let spec = &cron.spec;
+    assert_eq!((spec.schedule.as_str(), spec.time_zone.as_deref()), ("30 1 * * *", Some("Europe/Berlin")));
+    assert_eq!(
+        (spec.concurrency_policy.as_deref(), spec.suspend, spec.starting_deadline_seconds),
+        (Some("Forbid"), Some(false), Some(60))
+    );
+    let pod_spec = spec.job_template.spec.as_ref().and_then(|j| j.template.spec.clone()).expect("pod template");
+    let c = &pod_spec.containers[0];
+    assert!(c.image.as_deref().is_some_and(|i| i.starts_with("registry.sless.invalid/sless@sha256:")), "{:?}", c.image);
+    assert_eq!(
+        c.command.as_deref(),
+        Some(&["sless".to_string(), "trigger".into(), "fire".into(), "nightly".into()][..])
+    );
+    let api_url = format!("--url=http://sless-api.{}.svc:8080", system.name());
+    assert!(c.args.iter().flatten().any(|a| *a == api_url), "{:?}", c.args);
+    assert_eq!(pod_spec.automount_service_account_token, Some(false));
+    assert_eq!(pod_spec.service_account_name.as_deref(), Some("sless-cron"));
+    // The cron pod is admitted under the workload namespace's `restricted` policy (dry run).
+    let probe: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "cron-probe"}, "spec": pod_spec})).expect("pod");
+    Api::<Pod>::namespaced(client.clone(), &workload_ns)
+        .create(&PostParams { dry_run: true, ..PostParams::default() }, &probe)
+        .await
+        .expect("the cron pod passes Pod Security restricted");
+    assert!(crons.get_opt("fast").await.expect("get").is_none(), "no CronJob for a schedule it cannot keep");
+    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), system.name());
+    let ing = ingresses.get(&format!("{}-web", tenant.name())).await.expect("the Ingress");
+    let rule = ing.spec.and_then(|s| s.rules).and_then(|r| r.into_iter().next()).expect("rule");
+    let path = rule.http.map(|h| h.paths[0].clone()).expect("path");
+    assert_eq!(path.path, Some(format!("/fn/{}/hello", tenant.name())));
+    assert_eq!(path.backend.service.map(|s| s.name), Some("sless-api".to_string()), "to the API, never to the pods");
+
+    // Disabled: Waiting, and the CronJob stops firing.
+    let patch = json!({"spec": {"enabled": false}});
+    triggers.patch("nightly", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("disable");
+    let off = trigger_until(&triggers, "nightly", "Disabled", |s| trigger_reason(s) == "Disabled").await;
+    assert_eq!(off.phase.as_deref(), Some("Waiting"));
+    assert_eq!(crons.get("nightly").await.expect("cron").spec.suspend, Some(true));
+
+    // Deleted: its CronJob and Ingress go with it.
+    for name in ["nightly", "web", "fast"] {
+        triggers.delete(name, &DeleteParams::default()).await.expect("delete trigger");
+    }
+    eventually("the triggers gone", WAIT, || {
+        let triggers = triggers.clone();
+        async move { Ok(triggers.list(&ListParams::default()).await?.items.is_empty().then_some(())) }
+    })
+    .await
+    .expect("the finalizers let the triggers go");
+    assert!(crons.get_opt("nightly").await.expect("get").is_none(), "the CronJob is gone");
+    assert!(ingresses.get_opt(&format!("{}-web", tenant.name())).await.expect("get").is_none(), "the Ingress is gone");
+    operator.stop().await;
+    let _ = Api::<Namespace>::all(client).delete(&workload_ns, &DeleteParams::default()).await;
 }

@@ -11,7 +11,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use sless_kube::build::build_job;
-use sless_kube::crd::{Function, Runtime};
+use sless_kube::crd::{Function, Runtime, Trigger};
+use sless_kube::trigger::{TriggerSettings, cronjob, ingress};
 use sless_kube::workload::{
     self, FUNCTION_LABEL, Settings, TENANT_LABEL, deployment, service, tenant_limits, tenant_namespace,
     tenant_network_policy, tenant_quota,
@@ -42,6 +43,16 @@ fn the_objects_match_their_golden_files_and_hold_the_security_rules() {
     let s = Settings::default();
     let f = function();
     let dep = deployment(&s, "team-a", &f, IMAGE);
+    let trigger = |name: &str, spec: serde_json::Value| -> Trigger {
+        serde_json::from_value(json!({"apiVersion": "sless.kube5s.ru/v1alpha1", "kind": "Trigger",
+            "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}))
+        .expect("trigger")
+    };
+    let cron = trigger(
+        "nightly",
+        json!({"function": "hello", "type": "cron", "schedule": "30 1 * * *", "timezone": "Europe/Berlin"}),
+    );
+    let http = trigger("web", json!({"function": "hello", "type": "http"}));
     for (name, value) in [
         ("namespace", serde_json::to_value(tenant_namespace(&s, "team-a"))),
         ("resourcequota", serde_json::to_value(tenant_quota(&s, "team-a"))),
@@ -53,6 +64,12 @@ fn the_objects_match_their_golden_files_and_hold_the_security_rules() {
             "build-job",
             serde_json::to_value(build_job(&common::build_settings("sless-build", 900), Runtime::Python311, SHA)),
         ),
+        (
+            "cronjob",
+            serde_json::to_value(cronjob(&s, &TriggerSettings::default(), IMAGE, "team-a", &cron, "30 1 * * *", false)),
+        ),
+        ("ingress", serde_json::to_value(ingress(&s, &TriggerSettings::default(), "team-a", &http))),
+        ("cron-serviceaccount", serde_json::to_value(workload::tenant_cron_service_account(&s, "team-a"))),
     ] {
         common::golden(name, &value.expect("json"));
     }

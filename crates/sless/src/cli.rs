@@ -154,9 +154,9 @@ pub struct OperatorArgs {
     /// The image builder (a maintained kaniko fork), pinned by digest: NAME@sha256:<64 hex>.
     #[arg(long, env = "SLESS_BUILDER_IMAGE")]
     pub builder_image: String,
-    /// The sless image that prepares build contexts, pinned by digest.
-    #[arg(long, env = "SLESS_CONTEXT_IMAGE")]
-    pub context_image: String,
+    /// The sless image, pinned by digest: it prepares build contexts and fires cron triggers.
+    #[arg(long, env = "SLESS_IMAGE")]
+    pub sless_image: String,
     /// Base image of python3.11 functions, pinned by digest.
     #[arg(long, env = "SLESS_PYTHON311_BASE_IMAGE")]
     pub python311_base_image: String,
@@ -185,6 +185,24 @@ pub struct OperatorArgs {
     /// Memory limit of a build pod, in MiB.
     #[arg(long, env = "SLESS_BUILD_MEMORY_MB", default_value_t = 2048)]
     pub build_memory_mb: u32,
+    /// The sless API's Service in the sless namespace (Ingresses and cron calls reach it).
+    #[arg(long, env = "SLESS_API_SERVICE", default_value = "sless-api")]
+    pub api_service: String,
+    /// The sless API Service's port.
+    #[arg(long, env = "SLESS_API_PORT", default_value_t = 8080)]
+    pub api_port: i32,
+    /// The class of the http triggers' Ingresses (default: the cluster's default class).
+    #[arg(long, env = "SLESS_INGRESS_CLASS")]
+    pub ingress_class: Option<String>,
+    /// The host the http triggers' Ingresses answer for (default: any).
+    #[arg(long, env = "SLESS_INGRESS_HOST")]
+    pub ingress_host: Option<String>,
+    /// The audience of the service-account token a cron pod presents to the API.
+    #[arg(long, env = "SLESS_TOKEN_AUDIENCE", default_value = "sless")]
+    pub token_audience: String,
+    /// A cron tick missed by more than this many seconds is skipped.
+    #[arg(long, env = "SLESS_CRON_STARTING_DEADLINE_SEC", default_value_t = 60)]
+    pub cron_starting_deadline_sec: i64,
     /// Log format.
     #[arg(long, env = "SLESS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use sless_kube::build::{BaseImages, BuildSettings};
-use sless_kube::function::{self, Context};
+use sless_kube::operator::{self, Context};
+use sless_kube::trigger::TriggerSettings;
 use sless_kube::workload::Settings;
 
 use crate::cli::OperatorArgs;
 
 /// The operator's settings from its flags, checked (images pinned by digest, an s3:// archive
 /// store). Errors name the flag.
-fn settings(args: OperatorArgs) -> anyhow::Result<(Settings, BuildSettings, Option<String>)> {
+fn settings(args: OperatorArgs) -> anyhow::Result<(Settings, BuildSettings, TriggerSettings, Option<String>)> {
     let settings = Settings {
         namespace_prefix: args.namespace_prefix,
         sless_namespace: args.sless_namespace,
@@ -25,7 +26,7 @@ fn settings(args: OperatorArgs) -> anyhow::Result<(Settings, BuildSettings, Opti
     let build = BuildSettings {
         namespace: args.build_namespace,
         builder_image: args.builder_image,
-        context_image: args.context_image,
+        sless_image: args.sless_image,
         base_images: BaseImages { python311: args.python311_base_image, nodejs20: args.nodejs20_base_image },
         repository: args.image_repository,
         blob_url: args.blob_url,
@@ -37,12 +38,20 @@ fn settings(args: OperatorArgs) -> anyhow::Result<(Settings, BuildSettings, Opti
         pod_labels: Default::default(),
     };
     build.check()?;
-    Ok((settings, build, args.watch_namespace))
+    let triggers = TriggerSettings {
+        api_service: args.api_service,
+        api_port: args.api_port,
+        ingress_class: args.ingress_class,
+        ingress_host: args.ingress_host,
+        token_audience: args.token_audience,
+        starting_deadline_sec: args.cron_starting_deadline_sec,
+    };
+    Ok((settings, build, triggers, args.watch_namespace))
 }
 
-/// Runs the Function controller until SIGTERM or Ctrl-C.
+/// Runs the Function and Trigger controllers until SIGTERM or Ctrl-C.
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
-    let (settings, build, watch_namespace) = settings(args)?;
+    let (settings, build, triggers, watch_namespace) = settings(args)?;
     // kube's TLS (rustls): the workspace enables two crypto providers, so one is chosen here.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube::Client::try_default().await.context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
@@ -52,8 +61,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         namespace_prefix = %settings.namespace_prefix,
         "operator started"
     );
-    let ctx = Arc::new(Context { client, settings, build, watch_namespace });
-    function::run(ctx, crate::serve::shutdown_signal()).await;
+    let ctx = Arc::new(Context { client, settings, build, triggers, watch_namespace });
+    operator::run(ctx, crate::serve::shutdown_signal()).await;
     tracing::info!("operator stopped");
     Ok(())
 }

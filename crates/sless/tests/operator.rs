@@ -26,7 +26,7 @@ fn operator_args(build_namespace: &str, watch: &str) -> Vec<String> {
         format!("--watch-namespace={watch}"),
         format!("--build-namespace={build_namespace}"),
         format!("--builder-image={}", pinned("registry.sless.invalid/kaniko/executor")),
-        format!("--context-image={}", pinned("registry.sless.invalid/sless")),
+        format!("--sless-image={}", pinned("registry.sless.invalid/sless")),
         format!("--python311-base-image={}", pinned("registry.sless.invalid/python")),
         format!("--nodejs20-base-image={}", pinned("registry.sless.invalid/node")),
         "--image-repository=registry.sless.invalid/functions".to_string(),

@@ -29,7 +29,7 @@ pub fn build_settings(namespace: &str, deadline_sec: u32) -> BuildSettings {
     BuildSettings {
         namespace: namespace.into(),
         builder_image: pinned("registry.sless.invalid/kaniko/executor"),
-        context_image: pinned("registry.sless.invalid/sless"),
+        sless_image: pinned("registry.sless.invalid/sless"),
         base_images: BaseImages {
             python311: pinned("registry.sless.invalid/python"),
             nodejs20: pinned("registry.sless.invalid/node"),
