@@ -35,6 +35,9 @@ pub enum Error {
     /// The Kubernetes API refused a request or could not be reached.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// Leader election on the Lease failed.
+    #[error("leader election: {0}")]
+    Lease(#[source] kube_lease_manager::LeaseManagerError),
     /// Adding or removing a finalizer failed, or the reconcile inside it did.
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
@@ -52,6 +55,7 @@ impl Error {
                 F::AddFinalizer(e) | F::RemoveFinalizer(e) => kube_transient(e),
                 F::UnnamedObject | F::InvalidFinalizer => false,
             },
+            Error::Lease(_) => true,
             Error::Yaml(_) | Error::Json(_) | Error::Settings { .. } => false,
         }
     }

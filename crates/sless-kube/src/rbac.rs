@@ -11,7 +11,8 @@
 //!   created and updated by server-side apply (`create` + `patch`);
 //! - a Role in the build namespace: build Jobs (create, watch) and their pods (list, for the
 //!   digest or the log's tail in a termination message);
-//! - a Role in the sless namespace: the http triggers' Ingresses.
+//! - a Role in the sless namespace: the http triggers' Ingresses, and the Lease of leader
+//!   election.
 
 use std::collections::BTreeMap;
 
@@ -80,8 +81,10 @@ pub fn operator_rbac(name: &str, sless_namespace: &str, build_namespace: &str) -
     ];
     let build_rules =
         vec![rule("batch", &["jobs"], &["get", "list", "watch", "create"]), rule("", &["pods"], &["list"])];
-    let sless_rules =
-        vec![rule("networking.k8s.io", &["ingresses"], &["get", "list", "watch", "create", "patch", "delete"])];
+    let sless_rules = vec![
+        rule("networking.k8s.io", &["ingresses"], &["get", "list", "watch", "create", "patch", "delete"]),
+        rule("coordination.k8s.io", &["leases"], &["get", "create", "patch"]),
+    ];
     let role_ref = |kind: &str| RoleRef {
         api_group: Some("rbac.authorization.k8s.io".into()),
         kind: kind.into(),

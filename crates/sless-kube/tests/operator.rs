@@ -13,10 +13,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Service};
 use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
 use kube::{Api, Client, ResourceExt};
@@ -553,4 +555,95 @@ async fn triggers_applied_before_their_function_turn_active_the_moment_it_is_rea
     assert!(ingresses.get_opt(&format!("{}-web", tenant.name())).await.expect("get").is_none(), "the Ingress is gone");
     operator.stop().await;
     let _ = Api::<Namespace>::all(client).delete(&workload_ns, &DeleteParams::default()).await;
+}
+
+/// An operator replica under leader election; stopped (releasing the Lease) by [`Elected::stop`].
+struct Elected {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<sless_kube::Result<()>>,
+}
+
+impl Elected {
+    fn start(client: Client, tenant: &str, build: BuildSettings, system: &str, identity: &str) -> Elected {
+        let ctx = Arc::new(Context {
+            client,
+            settings: Settings { sless_namespace: system.into(), ..Settings::default() },
+            build,
+            triggers: TriggerSettings::default(),
+            watch_namespace: Some(tenant.into()),
+        });
+        let election = operator::Election {
+            namespace: system.into(),
+            lease: "sless-operator".into(),
+            identity: identity.into(),
+            duration_sec: 4,
+            grace_sec: 1,
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(operator::run_elected(ctx, election, async move {
+            let _ = stopped.await;
+        }));
+        Elected { stop: Some(stop), task }
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let done = tokio::time::timeout(WAIT, &mut self.task).await.expect("the replica stops");
+        done.expect("no panic").expect("the replica released its lease");
+    }
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases.get("sless-operator").await.ok()?.spec?.holder_identity
+}
+
+#[tokio::test]
+async fn only_the_lease_holder_reconciles_and_a_standby_takes_over_on_release() {
+    let system = TestNamespace::create("op-lease-sys").await.expect("sless namespace");
+    let tenant = TestNamespace::create("op-lease").await.expect("tenant namespace");
+    let builds = TestNamespace::create("op-lease-build").await.expect("build namespace");
+    let client = tenant.client();
+    install_crds(&client).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), system.name());
+    // Someone else holds the Lease: another operator that renewed it just now for 8 s, and
+    // then stops renewing (it crashed).
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let held = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "sless-operator"},
+                      "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 8,
+                               "acquireTime": MicroTime(now), "renewTime": MicroTime(now)}});
+    leases.patch("sless-operator", &PatchParams::apply("other-operator"), &Patch::Apply(&held)).await.expect("lease");
+
+    let functions: Api<Function> = tenant.api();
+    let b =
+        Elected::start(client.clone(), tenant.name(), build_settings(builds.name(), 600), system.name(), "replica-b");
+    apply_function(&functions, "first", &sha('3')).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let f = functions.get("first").await.expect("function");
+    assert_eq!(holder(&leases).await.as_deref(), Some("someone-else"));
+    assert!(f.status.is_none() && f.finalizers().is_empty(), "a standby reconciles nothing: {:?}", f.status);
+
+    // The holder's lock expires: the standby takes the Lease and reconciles.
+    status_until(&functions, "first", "reconciled by b", |s| s.phase.as_deref() == Some("Building")).await;
+    assert_eq!(holder(&leases).await.as_deref(), Some("replica-b"));
+
+    // A second replica waits; when b stops it releases the Lease, and a takes over at once.
+    let a =
+        Elected::start(client.clone(), tenant.name(), build_settings(builds.name(), 600), system.name(), "replica-a");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(holder(&leases).await.as_deref(), Some("replica-b"), "one holder at a time");
+    b.stop().await;
+    eventually("replica a holds the lease", WAIT, || {
+        let leases = leases.clone();
+        async move { Ok((holder(&leases).await.as_deref() == Some("replica-a")).then_some(())) }
+    })
+    .await
+    .expect("handover");
+    apply_function(&functions, "second", &sha('4')).await;
+    status_until(&functions, "second", "reconciled by a", |s| s.phase.as_deref() == Some("Building")).await;
+    a.stop().await;
+    let _ = Api::<Namespace>::all(client)
+        .delete(&Settings::default().workload_namespace(tenant.name()), &DeleteParams::default())
+        .await;
 }

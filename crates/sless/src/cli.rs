@@ -203,6 +203,22 @@ pub struct OperatorArgs {
     /// A cron tick missed by more than this many seconds is skipped.
     #[arg(long, env = "SLESS_CRON_STARTING_DEADLINE_SEC", default_value_t = 60)]
     pub cron_starting_deadline_sec: i64,
+    /// Elect a leader among the operator's replicas: only the holder of the Lease
+    /// `--lease-name` in the sless namespace runs the controllers.
+    #[arg(long, env = "SLESS_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// The Lease of leader election.
+    #[arg(long, env = "SLESS_LEASE_NAME", default_value = "sless-operator")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease (default: the pod's name, `$HOSTNAME`).
+    #[arg(long, env = "SLESS_LEASE_IDENTITY")]
+    pub lease_identity: Option<String>,
+    /// A leader that has not renewed the Lease for this many seconds loses it.
+    #[arg(long, env = "SLESS_LEASE_DURATION_SEC", default_value_t = 15)]
+    pub lease_duration_sec: u64,
+    /// The leader renews this many seconds before its lock would expire.
+    #[arg(long, env = "SLESS_LEASE_GRACE_SEC", default_value_t = 5)]
+    pub lease_grace_sec: u64,
     /// Log format.
     #[arg(long, env = "SLESS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

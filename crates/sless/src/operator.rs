@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use sless_kube::build::{BaseImages, BuildSettings};
-use sless_kube::operator::{self, Context};
+use sless_kube::operator::{self, Context, Election};
 use sless_kube::trigger::TriggerSettings;
 use sless_kube::workload::Settings;
 
@@ -14,7 +14,16 @@ use crate::cli::OperatorArgs;
 
 /// The operator's settings from its flags, checked (images pinned by digest, an s3:// archive
 /// store). Errors name the flag.
-fn settings(args: OperatorArgs) -> anyhow::Result<(Settings, BuildSettings, TriggerSettings, Option<String>)> {
+/// What `settings` makes of the flags.
+struct Parsed {
+    settings: Settings,
+    build: BuildSettings,
+    triggers: TriggerSettings,
+    watch_namespace: Option<String>,
+    election: Option<Election>,
+}
+
+fn settings(args: OperatorArgs) -> anyhow::Result<Parsed> {
     let settings = Settings {
         namespace_prefix: args.namespace_prefix,
         sless_namespace: args.sless_namespace,
@@ -46,12 +55,30 @@ fn settings(args: OperatorArgs) -> anyhow::Result<(Settings, BuildSettings, Trig
         token_audience: args.token_audience,
         starting_deadline_sec: args.cron_starting_deadline_sec,
     };
-    Ok((settings, build, triggers, args.watch_namespace))
+    let election = args.leader_elect.then(|| Election {
+        namespace: settings.sless_namespace.clone(),
+        lease: args.lease_name,
+        identity: args
+            .lease_identity
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("sless-operator-{}", std::process::id())),
+        duration_sec: args.lease_duration_sec,
+        grace_sec: args.lease_grace_sec,
+    });
+    if let Some(e) = &election {
+        anyhow::ensure!(
+            e.grace_sec < e.duration_sec,
+            "--lease-grace-sec ({}) must be less than --lease-duration-sec ({})",
+            e.grace_sec,
+            e.duration_sec
+        );
+    }
+    Ok(Parsed { settings, build, triggers, watch_namespace: args.watch_namespace, election })
 }
 
 /// Runs the Function and Trigger controllers until SIGTERM or Ctrl-C.
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
-    let (settings, build, triggers, watch_namespace) = settings(args)?;
+    let Parsed { settings, build, triggers, watch_namespace, election } = settings(args)?;
     // kube's TLS (rustls): the workspace enables two crypto providers, so one is chosen here.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube::Client::try_default().await.context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
@@ -62,7 +89,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         "operator started"
     );
     let ctx = Arc::new(Context { client, settings, build, triggers, watch_namespace });
-    operator::run(ctx, crate::serve::shutdown_signal()).await;
+    match election {
+        Some(election) => operator::run_elected(ctx, election, crate::serve::shutdown_signal()).await?,
+        None => operator::run(ctx, crate::serve::shutdown_signal()).await,
+    }
     tracing::info!("operator stopped");
     Ok(())
 }
