@@ -20,12 +20,14 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
@@ -391,10 +393,10 @@ pub fn error_policy(f: Arc<Function>, error: &Error, _ctx: Arc<Context>) -> Acti
     if error.is_transient() { Action::requeue(Duration::from_secs(5)) } else { Action::requeue(RESYNC) }
 }
 
-/// The Functions a build Job serves: those (in the controller's cache) whose archive and
-/// runtime it builds. Pure.
-pub fn functions_of_build(job: &Job, functions: &[Arc<Function>]) -> Vec<ObjectRef<Function>> {
-    let annotations = job.metadata.annotations.as_ref();
+/// The Functions a build Job (its metadata) serves: those (in the controller's cache) whose
+/// archive and runtime it builds. Pure.
+pub fn functions_of_build(job: &ObjectMeta, functions: &[Arc<Function>]) -> Vec<ObjectRef<Function>> {
+    let annotations = job.annotations.as_ref();
     let sha = annotations.and_then(|a| a.get(build::SHA256_ANNOTATION));
     let runtime = annotations.and_then(|a| a.get(build::RUNTIME_ANNOTATION));
     functions
@@ -418,21 +420,36 @@ pub fn function_of_workload(labels: &std::collections::BTreeMap<String, String>)
 /// build namespace and the operator's Deployments, each through a label selector.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
-    let (functions, deployments): (Api<Function>, Api<Deployment>) = match &ctx.watch_namespace {
+    let (functions, deployments): (Api<Function>, Api<PartialObjectMeta<Deployment>>) = match &ctx.watch_namespace {
         Some(ns) => {
             (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), &ctx.settings.workload_namespace(ns)))
         }
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &ctx.build.namespace);
-    let controller = Controller::new(functions, watcher::Config::default().any_semantic());
+    let jobs: Api<PartialObjectMeta<Job>> = Api::namespaced(client.clone(), &ctx.build.namespace);
+    // The cache holds Functions without their managed fields (docs/kubernetes.md, "Memory");
+    // Jobs and Deployments are watched as metadata only: their mappers need labels and
+    // annotations, and the reconcile reads what it needs afresh.
+    let (reader, writer) = reflector::store::<Function>();
+    let functions = watcher(functions, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|f| f.managed_fields_mut().clear())
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream(functions, reader);
     let store = controller.store();
     let build_jobs =
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}=sless,{}=build", build::COMPONENT_LABEL));
     let workloads = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}=sless,{FUNCTION_LABEL}"));
     controller
-        .watches(jobs, build_jobs, move |job| functions_of_build(&job, &store.state()))
-        .watches(deployments, workloads, |d: Deployment| function_of_workload(d.labels()))
+        .watches_stream(
+            watcher(jobs, build_jobs).default_backoff().touched_objects(),
+            move |job: PartialObjectMeta<Job>| functions_of_build(&job.metadata, &store.state()),
+        )
+        .watches_stream(
+            watcher(deployments, workloads).default_backoff().touched_objects(),
+            |d: PartialObjectMeta<Deployment>| function_of_workload(d.labels()),
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|outcome| async move {
@@ -556,7 +573,7 @@ mod tests {
         let mut node = function(Some(A), None);
         node.spec.runtime = crate::crd::Runtime::Nodejs20;
         let all = [function(Some(A), None), function(Some(B), None), node].map(Arc::new);
-        let refs = functions_of_build(&job, &all);
+        let refs = functions_of_build(&job.metadata, &all);
         assert_eq!(refs, vec![ObjectRef::new("hello").within("team-a")]);
         let labels = [(TENANT_LABEL, "team-a"), (FUNCTION_LABEL, "hello")]
             .into_iter()

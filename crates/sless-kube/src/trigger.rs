@@ -33,12 +33,14 @@ use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule, IngressServiceBackend, IngressSpec,
     ServiceBackendPort,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -469,10 +471,10 @@ pub fn error_policy(t: Arc<Trigger>, error: &Error, _ctx: Arc<Context>) -> Actio
     if error.is_transient() { Action::requeue(Duration::from_secs(5)) } else { Action::requeue(RESYNC) }
 }
 
-/// The Triggers (in the controller's cache) that name `function` in its namespace: what a
-/// Function's change wakes. Pure.
-pub fn triggers_of_function(function: &Function, triggers: &[Arc<Trigger>]) -> Vec<ObjectRef<Trigger>> {
-    let (ns, name) = (function.namespace(), function.name_any());
+/// The Triggers (in the controller's cache) that name `function` (its metadata) in its
+/// namespace: what a Function's change wakes. Pure.
+pub fn triggers_of_function(function: &ObjectMeta, triggers: &[Arc<Trigger>]) -> Vec<ObjectRef<Trigger>> {
+    let (ns, name) = (function.namespace.clone(), function.name.clone().unwrap_or_default());
     triggers
         .iter()
         .filter(|t| t.namespace() == ns && t.spec.function == name)
@@ -489,7 +491,8 @@ pub fn trigger_of_object(labels: &BTreeMap<String, String>) -> Option<ObjectRef<
 /// (metadata and status: what readiness needs) and the CronJobs and Ingresses it made.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
-    let (triggers, functions, crons): (Api<Trigger>, Api<Function>, Api<CronJob>) = match &ctx.watch_namespace {
+    type Meta<K> = Api<PartialObjectMeta<K>>;
+    let (triggers, functions, crons): (Api<Trigger>, Meta<Function>, Meta<CronJob>) = match &ctx.watch_namespace {
         Some(ns) => (
             Api::namespaced(client.clone(), ns),
             Api::namespaced(client.clone(), ns),
@@ -497,17 +500,34 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         ),
         None => (Api::all(client.clone()), Api::all(client.clone()), Api::all(client.clone())),
     };
-    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), &ctx.settings.sless_namespace);
+    let ingresses: Meta<Ingress> = Api::namespaced(client.clone(), &ctx.settings.sless_namespace);
     let ours = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}=sless,{TRIGGER_LABEL}"));
-    let controller = Controller::new(triggers, watcher::Config::default().any_semantic());
+    // Triggers cached without managed fields; everything else watched as metadata only (the
+    // mappers need names and labels; the reconcile reads the Function afresh).
+    let (reader, writer) = reflector::store::<Trigger>();
+    let triggers = watcher(triggers, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|t| t.managed_fields_mut().clear())
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream(triggers, reader);
     let store = controller.store();
     let watch_namespace = ctx.watch_namespace.clone();
     controller
-        .watches(functions, watcher::Config::default(), move |f| triggers_of_function(&f, &store.state()))
-        .watches(crons, ours.clone(), |c: CronJob| trigger_of_object(c.labels()))
-        .watches(ingresses, ours, move |i: Ingress| {
-            trigger_of_object(i.labels()).filter(|r| watch_namespace.is_none() || r.namespace == watch_namespace)
-        })
+        .watches_stream(
+            watcher(functions, watcher::Config::default()).default_backoff().touched_objects(),
+            move |f: PartialObjectMeta<Function>| triggers_of_function(&f.metadata, &store.state()),
+        )
+        .watches_stream(
+            watcher(crons, ours.clone()).default_backoff().touched_objects(),
+            |c: PartialObjectMeta<CronJob>| trigger_of_object(c.labels()),
+        )
+        .watches_stream(
+            watcher(ingresses, ours).default_backoff().touched_objects(),
+            move |i: PartialObjectMeta<Ingress>| {
+                trigger_of_object(i.labels()).filter(|r| watch_namespace.is_none() || r.namespace == watch_namespace)
+            },
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|outcome| async move {
@@ -605,12 +625,12 @@ mod tests {
     fn functions_and_objects_map_back_to_their_triggers() {
         let all = [trigger(true)].map(Arc::new);
         assert_eq!(
-            triggers_of_function(&function(true, "Ready"), &all),
+            triggers_of_function(&function(true, "Ready").metadata, &all),
             vec![ObjectRef::new("nightly").within("team-a")]
         );
         let mut other = function(true, "Ready");
         other.metadata.namespace = Some("team-b".into());
-        assert!(triggers_of_function(&other, &all).is_empty());
+        assert!(triggers_of_function(&other.metadata, &all).is_empty());
         let labels = trigger_labels("team-a", &all[0]);
         assert_eq!(trigger_of_object(&labels), Some(ObjectRef::new("nightly").within("team-a")));
     }

@@ -114,6 +114,30 @@ pub enum Command {
     /// in-cluster config): Functions become image builds, Deployments and Services
     /// (docs/kubernetes.md, "The operator").
     Operator(OperatorArgs),
+    /// Write the build context of an archive: fetch it from the archive store, check its
+    /// SHA-256 and entries, unpack it, add the runtime's shim and a Dockerfile (the first
+    /// step of a Kubernetes build Job; docs/kubernetes.md, "Builds").
+    BuildContext(BuildContextArgs),
+}
+
+/// `sless build-context`.
+#[derive(Debug, Args)]
+pub struct BuildContextArgs {
+    /// The archive store: s3://BUCKET/PREFIX or file:///ABSOLUTE/PATH.
+    #[arg(long, env = "SLESS_BLOB_URL")]
+    pub blob_url: String,
+    /// The archive's SHA-256 (lowercase hex): archives/<sha256>.zip.
+    #[arg(long)]
+    pub sha256: String,
+    /// The runtime: python3.11 or nodejs20.
+    #[arg(long)]
+    pub runtime: String,
+    /// The base image the Dockerfile starts from, pinned by digest.
+    #[arg(long)]
+    pub base_image: String,
+    /// The folder to write (empty or missing).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// `sless operator`: every setting has a flag and a `SLESS_` variable (docs/kubernetes.md,
@@ -185,6 +209,10 @@ pub struct OperatorArgs {
     /// Memory limit of a build pod, in MiB.
     #[arg(long, env = "SLESS_BUILD_MEMORY_MB", default_value_t = 2048)]
     pub build_memory_mb: u32,
+    /// An extra label on build pods, KEY=VALUE (repeat; e.g. for cost allocation or a
+    /// scheduling policy).
+    #[arg(long = "build-pod-label", env = "SLESS_BUILD_POD_LABELS", value_delimiter = ',')]
+    pub build_pod_labels: Vec<String>,
     /// The sless API's Service in the sless namespace (Ingresses and cron calls reach it).
     #[arg(long, env = "SLESS_API_SERVICE", default_value = "sless-api")]
     pub api_service: String,

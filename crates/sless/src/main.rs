@@ -2,6 +2,7 @@
 //! parses, wires and reports the error chain.
 
 mod apply;
+mod build_context;
 mod cli;
 mod connect;
 mod functions_cli;
@@ -76,6 +77,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Token(c) => tenants_cli::tokens(&c.conn, c.command).await?,
         Command::Namespace(c) => tenants_cli::namespaces(&c.conn, c.command).await?,
         Command::Crds => print!("{}", sless_kube::crds_yaml()?),
+        Command::BuildContext(args) => build_context::run(args).await?,
         Command::Operator(args) => {
             telemetry::init(args.log_format);
             operator::run(args).await?;

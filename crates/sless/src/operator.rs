@@ -44,7 +44,14 @@ fn settings(args: OperatorArgs) -> anyhow::Result<Parsed> {
         deadline_sec: args.build_deadline_sec,
         ttl_after_finished_sec: args.build_ttl_sec,
         memory_mb: args.build_memory_mb,
-        pod_labels: Default::default(),
+        pod_labels: args
+            .build_pod_labels
+            .iter()
+            .map(|pair| match pair.split_once('=') {
+                Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+                _ => anyhow::bail!("--build-pod-label {pair:?}: expected KEY=VALUE"),
+            })
+            .collect::<anyhow::Result<_>>()?,
     };
     build.check()?;
     let triggers = TriggerSettings {

@@ -119,3 +119,64 @@ async fn the_operator_builds_a_function_applied_with_kubectl_and_stops_on_sigter
         .delete(&format!("sless-fn-{}", tenant.name()), &Default::default())
         .await;
 }
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+fn build_context(blobs: &std::path::Path, sha: &str, out: &std::path::Path) -> std::process::Output {
+    Command::new(common::bin())
+        .args(["build-context", "--runtime=python3.11", &format!("--sha256={sha}")])
+        .arg(format!("--blob-url=file://{}", blobs.display()))
+        .arg(format!("--base-image={}", pinned("registry.sless.invalid/python")))
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run sless build-context")
+}
+
+#[test]
+fn build_context_writes_the_code_the_shim_and_a_dockerfile_and_refuses_what_the_upload_would() {
+    let dir = tempfile::tempdir().expect("temp");
+    let blobs = dir.path().join("blobs");
+    std::fs::create_dir_all(blobs.join("archives")).expect("mkdir");
+    let archive =
+        common::zip(&[("main.py", "def handler(e, c):\n    return 1\n"), ("requirements.txt", "six==1.16.0\n")]);
+    let sha = sha256_hex(&archive);
+    std::fs::write(blobs.join(format!("archives/{sha}.zip")), &archive).expect("archive");
+
+    let out = dir.path().join("ctx");
+    let run = build_context(&blobs, &sha, &out);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(std::fs::read_to_string(out.join("code/main.py")).expect("code"), "def handler(e, c):\n    return 1\n");
+    assert!(out.join("code/requirements.txt").exists());
+    let shim = std::fs::read_to_string(out.join("runtime/bootstrap.py")).expect("the shim");
+    assert!(!shim.is_empty());
+    let dockerfile = std::fs::read_to_string(out.join("Dockerfile")).expect("Dockerfile");
+    assert!(dockerfile.contains(&format!("FROM {}\n", pinned("registry.sless.invalid/python"))), "{dockerfile}");
+    assert!(
+        dockerfile.contains("-r requirements.txt") && dockerfile.contains("/opt/sless/bootstrap.py"),
+        "{dockerfile}"
+    );
+
+    // The store holds other bytes under that name: refused, nothing written.
+    let other = common::zip(&[("main.py", "evil = 1\n")]);
+    let claimed = sha256_hex(b"something else");
+    std::fs::write(blobs.join(format!("archives/{claimed}.zip")), &other).expect("archive");
+    let out = dir.path().join("ctx2");
+    let run = build_context(&blobs, &claimed, &out);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("not") && stderr.contains(&claimed), "{stderr}");
+    assert!(!out.join("Dockerfile").exists() && !out.join("code").exists());
+
+    // An entry leaving the folder is refused, naming it, as an upload is.
+    let evil = common::zip(&[("main.py", "x = 1\n"), ("../escape.py", "x = 2\n")]);
+    let sha = sha256_hex(&evil);
+    std::fs::write(blobs.join(format!("archives/{sha}.zip")), &evil).expect("archive");
+    let run = build_context(&blobs, &sha, &dir.path().join("ctx3"));
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("../escape.py"), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(!dir.path().join("escape.py").exists());
+}
