@@ -8,6 +8,7 @@
 
 mod baseline;
 mod load;
+mod operator;
 mod report;
 mod sections;
 mod sless;
@@ -36,8 +37,10 @@ struct Args {
     /// Where the results go (default: `bench/` in the workspace).
     #[arg(long)]
     out_dir: Option<PathBuf>,
-    /// Only these sections (comma-separated: warm, recording, deploy, cold, density); writes
-    /// `results-partial.*` (or `results-quick.*`).
+    /// Only these sections (comma-separated: warm, recording, deploy, cold, density,
+    /// operator); writes `results-partial.*` (or `results-quick.*`). `operator` runs only when
+    /// named: it needs the local Kubernetes control plane (`scripts/kube-testenv build`, or
+    /// `SLESS_TEST_KUBECONFIG`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Python 3.11 (resolved to its real binary, as the server does).
@@ -144,6 +147,7 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let size = if args.quick { Size::QUICK } else { Size::FULL };
     let wants = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
+    let wants_operator = args.only.iter().any(|o| o == "operator");
     let bin = match &args.sless_bin {
         Some(b) => b.clone(),
         None => build_sless()?,
@@ -178,6 +182,7 @@ async fn main() -> Result<()> {
         deploy: Vec::new(),
         density: None,
         recording: None,
+        operator: None,
         targets: Vec::new(),
     };
     eprintln!("== sless {} ({}), {} run", results.machine.sless_rev, bin.display(), results.mode);
@@ -205,6 +210,13 @@ async fn main() -> Result<()> {
     if wants("density") {
         eprintln!("== density ({} functions)", size.functions);
         results.density = Some(sections::density(&bin, &runtimes, size, pool_default).await?);
+    }
+    if wants_operator {
+        eprintln!(
+            "== operator ({} timed builds, {} functions for memory)",
+            size.operator_samples, size.operator_functions
+        );
+        results.operator = Some(operator::run(&bin, size.operator_samples, size.operator_functions).await?);
     }
     results.machine.loadavg_end = loadavg();
     results.targets = report::judge(&results);

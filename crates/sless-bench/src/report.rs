@@ -64,6 +64,8 @@ pub struct Results {
     pub density: Option<Density>,
     /// Invocation recording.
     pub recording: Option<Recording>,
+    /// The Kubernetes operator.
+    pub operator: Option<crate::operator::OperatorBench>,
     /// The targets.
     pub targets: Vec<Verdict>,
 }
@@ -194,6 +196,14 @@ pub fn judge(r: &Results) -> Vec<Verdict> {
             _ => ("n/a (no switch to turn recording off: needs a --no-record flag)".to_string(), None),
         };
         v.push(verdict("recording cost at p50".into(), "no measurable difference", measured, ok));
+    }
+    if let Some(o) = &r.operator {
+        for (what, sample) in [
+            ("build Job complete → Deployment applied, p50", &o.build_to_deployment),
+            ("Function Ready → Trigger Active, p50", &o.ready_to_active),
+        ] {
+            v.push(verdict(what.into(), "≤ 100 ms", format!("{:.1} ms", sample.p50_ms), Some(sample.p50_ms <= 100.0)));
+        }
     }
     v
 }
@@ -338,6 +348,26 @@ pub fn markdown(r: &Results) -> String {
             opt(rec.p50_on_ms),
             rec.p50_off_ms.map_or_else(|| "n/a".to_string(), |x| format!("{} ms", ms(x))),
             rec.note
+        );
+    }
+    if let Some(o) = &r.operator {
+        let _ = writeln!(
+            s,
+            "### Operator (local control plane, KWOK nodes)\n\n| measure | n | p50 ms | p99 ms | max ms |\n| --- | --: | --: | --: | --: |\n\
+             | build Job complete → Deployment applied | {} | {} | {} | {} |\n\
+             | Function Ready → Trigger Active | {} | {} | {} | {} |\n\n\
+             Operator RSS: {:.1} MiB idle, {:.1} MiB with {} Functions Ready.\n",
+            o.build_to_deployment.n,
+            ms(o.build_to_deployment.p50_ms),
+            ms(o.build_to_deployment.p99_ms),
+            ms(o.build_to_deployment.max_ms),
+            o.ready_to_active.n,
+            ms(o.ready_to_active.p50_ms),
+            ms(o.ready_to_active.p99_ms),
+            ms(o.ready_to_active.max_ms),
+            o.rss_idle_mib,
+            o.rss_loaded_mib,
+            o.functions
         );
     }
     s

@@ -33,6 +33,10 @@ pub struct Size {
     pub lists: usize,
     /// Length of the recording burst.
     pub burst: Duration,
+    /// Timed Functions of the operator section (each its own build).
+    pub operator_samples: usize,
+    /// Functions alive for the operator's memory figure.
+    pub operator_functions: usize,
 }
 
 impl Size {
@@ -46,6 +50,8 @@ impl Size {
         functions: 1000,
         lists: 50,
         burst: Duration::from_secs(4),
+        operator_samples: 20,
+        operator_functions: 1000,
     };
     /// The smoke test (about a minute).
     pub const QUICK: Size = Size {
@@ -57,6 +63,8 @@ impl Size {
         functions: 100,
         lists: 10,
         burst: Duration::from_secs(1),
+        operator_samples: 5,
+        operator_functions: 20,
     };
 }
 
