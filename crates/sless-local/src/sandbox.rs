@@ -39,6 +39,10 @@ pub(crate) enum Protection {
     MountNamespace,
     /// `/proc` shows only the processes of the function's own uid.
     PrivateProc,
+    /// Each process is the first (pid 1) of a pid namespace of its own: `/proc` and every
+    /// system call taking a pid see only its own processes, and when it exits the kernel
+    /// kills whatever it left in the namespace.
+    PidNamespace,
     /// Landlock limits the files a function reads, writes and executes.
     Landlock,
     /// Landlock (ABI ≥ 6) stops signals and abstract Unix sockets leaving the function's domain.
@@ -53,11 +57,12 @@ pub(crate) enum Protection {
 
 impl Protection {
     /// Every protection, in the order they are listed.
-    pub(crate) const ALL: [Protection; 9] = [
+    pub(crate) const ALL: [Protection; 10] = [
         Protection::UidPerFunction,
         Protection::NotDumpable,
         Protection::MountNamespace,
         Protection::PrivateProc,
+        Protection::PidNamespace,
         Protection::Landlock,
         Protection::LandlockScopes,
         Protection::Seccomp,
@@ -72,6 +77,7 @@ impl Protection {
             Protection::NotDumpable => "not-dumpable",
             Protection::MountNamespace => "mount-namespace",
             Protection::PrivateProc => "private-proc",
+            Protection::PidNamespace => "pid-namespace",
             Protection::Landlock => "landlock",
             Protection::LandlockScopes => "landlock-scopes",
             Protection::Seccomp => "seccomp",
@@ -103,8 +109,8 @@ pub(crate) struct Protections {
 }
 
 impl Protections {
-    /// What to try on a machine with `facts`: uids, mount namespaces and a private `/proc`
-    /// need root; Landlock and seccomp (with `no_new_privs`) work for any user.
+    /// What to try on a machine with `facts`: uids, mount and pid namespaces and a private
+    /// `/proc` need root; Landlock and seccomp (with `no_new_privs`) work for any user.
     pub(crate) fn plan(facts: Facts) -> Protections {
         let mut p = Protections::default();
         if facts.root {
@@ -113,6 +119,7 @@ impl Protections {
                 Protection::NotDumpable,
                 Protection::MountNamespace,
                 Protection::PrivateProc,
+                Protection::PidNamespace,
             ]);
         }
         if let Some(abi) = facts.landlock_abi.filter(|a| *a >= 1) {
@@ -164,7 +171,9 @@ impl Protections {
             self.landlock_abi = 0;
         }
         if p == Protection::MountNamespace {
+            // A pid namespace is seen through the `/proc` the mount namespace mounts.
             self.active.remove(&Protection::PrivateProc);
+            self.active.remove(&Protection::PidNamespace);
         }
     }
 
@@ -813,6 +822,30 @@ pub(crate) struct Isolation {
     /// it in each mount namespace (see the module's documentation, 4.).
     loader: Option<(PathBuf, PathBuf)>,
     seccomp: Option<Vec<libc::sock_filter>>,
+    /// The server's own pid namespace (`/proc/self/ns/pid`), when each sandboxed process gets a
+    /// pid namespace of its own: a thread that made one for its next child comes back to it.
+    own_pid_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+}
+
+/// While it lives, the calling thread's next child is the first process (pid 1) of a new pid
+/// namespace; dropped, the thread's children are made in the server's own pid namespace again
+/// (docs/security.md, "PID namespaces").
+struct NewPidNamespaceForNextChild<'a> {
+    own: &'a std::os::fd::OwnedFd,
+}
+
+impl Drop for NewPidNamespaceForNextChild<'_> {
+    #[allow(unsafe_code)] // A raw system call on a descriptor this guard borrows.
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns takes a descriptor (of the server's own pid namespace, open while the
+        // guard lives) and a flag; it only changes the calling thread's namespace for children.
+        if unsafe { libc::setns(self.own.as_raw_fd(), libc::CLONE_NEWPID) } == -1 {
+            // The thread's next sandboxed spawn then fails (unshare answers EINVAL): it never
+            // shares a namespace with this child.
+            tracing::error!(error = %std::io::Error::last_os_error(), "cannot return to the server's pid namespace");
+        }
+    }
 }
 
 /// The dynamic loader of this architecture's programs, as their ELF headers name it.
@@ -869,8 +902,13 @@ impl Isolation {
         let planned = Protections::plan(facts);
         // Each layer is checked on its own, in this order (a uid can reach an interpreter
         // under /root only inside the mount namespace): one that fails on the probe is off.
-        let layers =
-            [Protection::MountNamespace, Protection::UidPerFunction, Protection::Landlock, Protection::Seccomp];
+        let layers = [
+            Protection::MountNamespace,
+            Protection::PidNamespace,
+            Protection::UidPerFunction,
+            Protection::Landlock,
+            Protection::Seccomp,
+        ];
         let mut current = planned.clone();
         for p in layers {
             current.remove(p);
@@ -881,7 +919,8 @@ impl Isolation {
             tracing::warn!(error = %why, "cannot make the sandboxes' mount point");
         }
         for p in layers {
-            if !planned.has(p) {
+            // A pid namespace is only seen through the `/proc` a mount namespace mounts.
+            if !planned.has(p) || (p == Protection::PidNamespace && !current.has(Protection::MountNamespace)) {
                 continue;
             }
             let mut trial = current.clone();
@@ -958,8 +997,24 @@ impl Isolation {
         } else {
             None
         };
+        let own_pid_namespace = if protections.has(Protection::PidNamespace) {
+            match std::fs::File::open("/proc/self/ns/pid") {
+                Ok(f) => Some(std::sync::Arc::new(std::os::fd::OwnedFd::from(f))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open the server's pid namespace; no pid namespaces");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut protections = protections;
+        if own_pid_namespace.is_none() {
+            protections.remove(Protection::PidNamespace);
+        }
         Isolation {
             data_dir: data_dir.to_path_buf(),
+            own_pid_namespace,
             loader,
             seccomp: protections.has(Protection::Seccomp).then(seccomp_program).flatten(),
             protections,
@@ -1107,6 +1162,30 @@ impl Isolation {
         }
     }
 
+    /// Spawns `cmd` (its jail installed by [`Isolation::install`]): with `pid-namespace` in
+    /// force, as the first process (pid 1) of a pid namespace of its own. The namespace is made
+    /// for the calling thread's next child only (`unshare(CLONE_NEWPID)` changes no running
+    /// process), the child forked by `spawn` is its pid 1 — the process the executor knows,
+    /// signals, puts in its cgroup and waits for — and the `/proc` its jail mounts shows that
+    /// namespace (docs/security.md, "PID namespaces"). Errors: the namespace could not be
+    /// made, or the spawn's own.
+    pub(crate) fn spawn(&self, cmd: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+        let _ns = self.new_pid_namespace_for_next_child()?;
+        cmd.spawn()
+    }
+
+    /// A guard making the calling thread's next child pid 1 of a new pid namespace, when
+    /// `pid-namespace` is in force (`None` otherwise). Hold it only around one spawn, with no
+    /// `.await` in between (the thread must not change).
+    #[allow(unsafe_code)] // A raw system call; the `unsafe` block says why it is sound.
+    fn new_pid_namespace_for_next_child(&self) -> std::io::Result<Option<NewPidNamespaceForNextChild<'_>>> {
+        let Some(own) = self.own_pid_namespace.as_deref() else { return Ok(None) };
+        // SAFETY: unshare takes no pointer; CLONE_NEWPID only sets the namespace the calling
+        // thread's next children are made in (allowed in a multi-threaded process).
+        check(unsafe { libc::unshare(libc::CLONE_NEWPID) }.into())?;
+        Ok(Some(NewPidNamespaceForNextChild { own }))
+    }
+
     /// Runs `python` under a pool sandbox (and, with uids, as `probe_uid`) and checks what it
     /// reports: its uid, `no_new_privs`, seccomp mode 2, that it is not dumpable, and, with a
     /// mount namespace, that it cannot see the server's process. Errors: what did not hold.
@@ -1128,13 +1207,17 @@ impl Isolation {
              if s != e:\n    os.setegid(s); os.setegid(e)\n\
              d = ctypes.CDLL(None, use_errno=True).prctl(3, 0, 0, 0, 0)\n\
              st = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l)\n\
-             print(os.getuid(), os.geteuid(), d, st['NoNewPrivs'].strip(), st['Seccomp'].strip(), os.path.exists('/proc/{}'))\n",
+             print(os.getuid(), os.geteuid(), d, st['NoNewPrivs'].strip(), st['Seccomp'].strip(), os.path.exists('/proc/{}'), os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == [os.getpid()])\n",
             std::process::id()
         );
         let mut cmd = std::process::Command::new(python);
         cmd.args(["-S", "-c", &script]).env_clear().current_dir(tmp.path());
         Isolation::install(&mut cmd, jail);
-        let out = cmd.output().map_err(|e| format!("the probe did not start: {e}"))?;
+        let out = {
+            let _ns =
+                self.new_pid_namespace_for_next_child().map_err(|e| format!("cannot make a pid namespace: {e}"))?;
+            cmd.output().map_err(|e| format!("the probe did not start: {e}"))?
+        };
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         if !out.status.success() {
             return Err(format!("the probe failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
@@ -1181,11 +1264,11 @@ fn processes_of(uids: &[u32]) -> Vec<i32> {
     found
 }
 
-/// Checks a probe's report (`uid euid dumpable no_new_privs seccomp_mode sees_server`)
-/// against what `planned` promises.
+/// Checks a probe's report (`uid euid dumpable no_new_privs seccomp_mode sees_server pid
+/// sees_only_itself`) against what `planned` promises.
 fn judge_probe(planned: &Protections, uid: Option<u32>, report: &str) -> std::result::Result<(), String> {
     let f: Vec<&str> = report.split_whitespace().collect();
-    let [ruid, euid, dumpable, nnp, seccomp, sees_server] = f[..] else {
+    let [ruid, euid, dumpable, nnp, seccomp, sees_server, pid, alone] = f[..] else {
         return Err(format!("the probe reported {report:?}"));
     };
     if let Some(uid) = uid {
@@ -1204,6 +1287,9 @@ fn judge_probe(planned: &Protections, uid: Option<u32>, report: &str) -> std::re
     }
     if planned.has(Protection::PrivateProc) && uid.is_some() && sees_server != "False" {
         return Err("the probe sees the server's process in /proc".into());
+    }
+    if planned.has(Protection::PidNamespace) && (pid != "1" || alone != "True") {
+        return Err(format!("the probe is pid {pid} in its namespace, and sees only itself in /proc: {alone}"));
     }
     Ok(())
 }
@@ -1262,8 +1348,8 @@ mod tests {
         let all = Protections::plan(facts(true, Some(7), true));
         assert_eq!(
             all.active_names(),
-            "uid-per-function, not-dumpable, mount-namespace, private-proc, landlock(abi 7), landlock-scopes, \
-             seccomp, no-new-privileges, cgroup-kill"
+            "uid-per-function, not-dumpable, mount-namespace, private-proc, pid-namespace, landlock(abi 7), \
+             landlock-scopes, seccomp, no-new-privileges, cgroup-kill"
         );
         assert_eq!(all.missing_names(), "none");
         let user = Protections::plan(facts(false, Some(4), true));
@@ -1275,6 +1361,7 @@ mod tests {
         p.remove(Protection::Landlock);
         p.remove(Protection::MountNamespace);
         assert!(!p.has(Protection::LandlockScopes) && !p.has(Protection::PrivateProc), "dependents go too");
+        assert!(!p.has(Protection::PidNamespace), "a pid namespace is seen through the mount namespace's /proc");
     }
 
     #[test]
@@ -1465,14 +1552,16 @@ mod tests {
     #[test]
     fn a_probe_report_is_judged_against_the_plan() {
         let all = Protections::plan(facts(true, Some(7), true));
-        assert_eq!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False"), Ok(()));
-        assert!(judge_probe(&all, Some(200_000), "0 0 0 1 2 False").is_err(), "still root");
-        assert!(judge_probe(&all, Some(200_000), "200000 200000 1 1 2 False").is_err(), "dumpable");
-        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 0 False").is_err(), "no filter");
-        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 True").is_err(), "sees the server");
+        assert_eq!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False 1 True"), Ok(()));
+        assert!(judge_probe(&all, Some(200_000), "0 0 0 1 2 False 1 True").is_err(), "still root");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 1 1 2 False 1 True").is_err(), "dumpable");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 0 False 1 True").is_err(), "no filter");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 True 1 True").is_err(), "sees the server");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False 4711 False").is_err(), "no pid namespace");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False 1 False").is_err(), "sees others");
         assert!(judge_probe(&all, Some(200_000), "garbage").is_err());
         let user = Protections::plan(facts(false, Some(7), false));
-        assert_eq!(judge_probe(&user, None, "1000 1000 1 1 0 True"), Ok(()), "nothing more is promised");
+        assert_eq!(judge_probe(&user, None, "1000 1000 1 1 0 True 4711 False"), Ok(()), "nothing more is promised");
     }
 
     #[test]
