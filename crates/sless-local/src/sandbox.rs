@@ -3,13 +3,16 @@
 //! the way bubblewrap and nsjail do it, with raw system calls (no helper program).
 //!
 //! For each process the supervisor prepares a [`Jail`] (everything computed and allocated
-//! before the fork); [`Jail::apply`] then only makes system calls, as the child of a
-//! multi-threaded program must:
+//! before the fork; what every process shares is planned once, at start) and spawns it with
+//! [`Isolation::spawn`], which makes the child pid 1 of a pid namespace of its own
+//! (docs/security.md, "PID namespaces"). [`Jail::apply`] then only makes system calls, as the
+//! child of a multi-threaded program must:
 //!
 //! 1. a mount namespace of its own whose root is a fresh tmpfs holding only the system
 //!    folders (read-only), the interpreter's installation, the runtime shims, the function's
 //!    own build (read-only) and its temp folder (read-write), a private `/tmp`, a minimal
-//!    `/dev` and a `/proc` that shows only the processes of its own uid (`hidepid=invisible`);
+//!    `/dev` and a `/proc`, mounted from inside its pid namespace, that shows only the
+//!    processes of that namespace and of its own uid (`hidepid=invisible`);
 //! 2. `no_new_privs`;
 //! 3. a Landlock domain of its own allowing reads (and execution) of those folders and writes
 //!    to its temp folders only, and (ABI ≥ 6) no signals or abstract Unix sockets beyond it;
@@ -507,11 +510,31 @@ fn under(root: &Path, dst: &Path) -> PathBuf {
 
 /// The system calls that build `entries` under `root` (the new root's mount point on the
 /// host): parents before children, each missing folder made on the way.
+#[cfg(test)]
 fn mount_ops(root: &Path, entries: &[Entry]) -> std::io::Result<Vec<Op>> {
+    let none = std::collections::HashSet::new();
+    mount_ops_after(root, entries, &mut Made { before: &none, now: Default::default() })
+}
+
+/// The sandbox paths made so far: by the entries planned earlier (`before`), and `now`.
+struct Made<'a> {
+    before: &'a std::collections::HashSet<PathBuf>,
+    now: std::collections::HashSet<PathBuf>,
+}
+
+impl Made<'_> {
+    /// Records `p`; false if it was made already.
+    fn insert(&mut self, p: PathBuf) -> bool {
+        !self.before.contains(&p) && self.now.insert(p)
+    }
+}
+
+/// [`mount_ops`] for entries made after others, whose paths are in `made` (which it extends).
+/// None of `entries` may be a parent of an earlier entry.
+fn mount_ops_after(root: &Path, entries: &[Entry], made: &mut Made<'_>) -> std::io::Result<Vec<Op>> {
     let mut entries: Vec<&Entry> = entries.iter().collect();
     // Parents first: comparing paths component by component puts `/tmp` before `/tmp/x`.
     entries.sort_by(|a, b| a.dst().cmp(b.dst()));
-    let mut made = std::collections::HashSet::new();
     let mut ops = Vec::new();
     let nosuid = libc::MS_NOSUID;
     for e in entries {
@@ -590,17 +613,40 @@ pub(crate) struct Creds {
     pub gid: u32,
 }
 
+/// The new root's mount point on the host and the mounts under it: those every sandbox has
+/// (planned once, at start), then this process's own (its build, its temp folder, the loader).
+#[derive(Debug)]
+struct Mounts {
+    root: std::sync::Arc<CString>,
+    shared: std::sync::Arc<[Op]>,
+    own: Vec<Op>,
+}
+
+impl Mounts {
+    /// Every mount operation, in order.
+    fn ops(&self) -> impl Iterator<Item = &Op> {
+        self.shared.iter().chain(self.own.iter())
+    }
+}
+
+/// (path, access) Landlock rules: those every sandbox has (made once, at start), then this
+/// process's own, with the ABI.
+#[derive(Debug)]
+struct LandlockRules {
+    abi: u32,
+    shared: std::sync::Arc<[(CString, u64)]>,
+    own: Vec<(CString, u64)>,
+}
+
 /// Everything a child does between `fork` and `execve`, prepared before the fork.
 #[derive(Debug)]
 pub(crate) struct Jail {
-    /// The new root's mount point on the host and the mounts under it.
-    mounts: Option<(CString, Vec<Op>)>,
+    mounts: Option<Mounts>,
     /// The working folder (inside the new root).
     cwd: CString,
-    /// (path, access) Landlock rules, with the ABI.
-    landlock: Option<(u32, Vec<(CString, u64)>)>,
+    landlock: Option<LandlockRules>,
     creds: Option<Creds>,
-    seccomp: Option<Vec<libc::sock_filter>>,
+    seccomp: Option<std::sync::Arc<[libc::sock_filter]>>,
 }
 
 /// The result of a raw call: `Err` with `errno` when it returned -1.
@@ -624,7 +670,8 @@ impl Jail {
     pub(crate) fn apply(&self) -> std::io::Result<()> {
         // SAFETY (every block below): raw system calls given pointers to NUL-terminated
         // strings and structures owned by `self`, alive for the whole call.
-        if let Some((root, ops)) = &self.mounts {
+        if let Some(mounts) = &self.mounts {
+            let root = &mounts.root;
             // An IPC namespace too: System V shared memory and message queues are per instance
             // (and freed with it), not the machine's.
             check(unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC) }.into())?;
@@ -652,7 +699,7 @@ impl Jail {
                 }
                 .into(),
             )?;
-            for op in ops {
+            for op in mounts.ops() {
                 match op {
                     Op::Mkdir(p) => {
                         if unsafe { libc::mkdir(p.as_ptr(), 0o755) } == -1 {
@@ -700,7 +747,7 @@ impl Jail {
         }
         check(unsafe { libc::chdir(self.cwd.as_ptr()) }.into())?;
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into())?;
-        if let Some((abi, rules)) = &self.landlock {
+        if let Some(LandlockRules { abi, shared, own }) = &self.landlock {
             let attr = RulesetAttr {
                 handled_access_fs: handled_fs(*abi),
                 handled_access_net: 0,
@@ -710,7 +757,7 @@ impl Jail {
             let ruleset = check(unsafe {
                 libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const RulesetAttr, size, 0u32)
             })? as libc::c_int;
-            for (path, access) in rules {
+            for (path, access) in shared.iter().chain(own.iter()) {
                 let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
                 if fd == -1 {
                     continue; // absent here: nothing to allow
@@ -821,10 +868,31 @@ pub(crate) struct Isolation {
     /// The dynamic loader (its real path) and the copy only root can read that is bound over
     /// it in each mount namespace (see the module's documentation, 4.).
     loader: Option<(PathBuf, PathBuf)>,
-    seccomp: Option<Vec<libc::sock_filter>>,
+    /// The seccomp program, made once (docs/security.md, "The protections").
+    seccomp: Option<std::sync::Arc<[libc::sock_filter]>>,
+    /// What every sandbox's jail shares, planned once at start; why not, if it could not be.
+    shared: std::sync::Arc<std::result::Result<SharedPlan, String>>,
     /// The server's own pid namespace (`/proc/self/ns/pid`), when each sandboxed process gets a
     /// pid namespace of its own: a thread that made one for its next child comes back to it.
     own_pid_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+}
+
+/// The new root, the mounts every sandbox has, and the sandbox paths they make.
+#[derive(Debug)]
+struct SharedMounts {
+    root: std::sync::Arc<CString>,
+    ops: std::sync::Arc<[Op]>,
+    made: std::collections::HashSet<PathBuf>,
+}
+
+/// The parts of a jail that are the same for every process, planned once at start rather
+/// than at each spawn (the system folders' mounts, with the `stat` of each source, and most
+/// Landlock rules).
+#[derive(Debug)]
+struct SharedPlan {
+    mounts: Option<SharedMounts>,
+    /// The Landlock rules every sandbox has.
+    landlock: Option<std::sync::Arc<[(CString, u64)]>>,
 }
 
 /// While it lives, the calling thread's next child is the first process (pid 1) of a new pid
@@ -855,6 +923,15 @@ const LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
 const LOADER: &str = "/lib/ld-linux-aarch64.so.1";
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const LOADER: &str = "";
+
+/// Whether `copy` is the 0711 copy of the loader at `real` (same size and modification time).
+fn loader_copy_is_fresh(real: &Path, copy: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(real), std::fs::metadata(copy)) {
+        (Ok(r), Ok(c)) => c.len() == r.len() && c.mtime() == r.mtime() && c.mode() & 0o777 == 0o711,
+        _ => false,
+    }
+}
 
 /// Copies the dynamic loader to `copy` with mode 0711 (executable, readable by root only), if
 /// the copy is missing or differs in size or modification time. Returns the loader's real
@@ -1012,18 +1089,64 @@ impl Isolation {
         if own_pid_namespace.is_none() {
             protections.remove(Protection::PidNamespace);
         }
-        Isolation {
+        let mut iso = Isolation {
             data_dir: data_dir.to_path_buf(),
             own_pid_namespace,
             loader,
-            seccomp: protections.has(Protection::Seccomp).then(seccomp_program).flatten(),
+            seccomp: protections.has(Protection::Seccomp).then(seccomp_program).flatten().map(Into::into),
+            shared: std::sync::Arc::new(Err(String::new())),
             protections,
             new_root: data_dir.join("tmp").join(".sandbox-root"),
             system,
             readable,
             runtimes,
             builds: data_dir.join("builds"),
-        }
+        };
+        iso.shared = std::sync::Arc::new(iso.plan_shared().map_err(|e| e.to_string()));
+        iso
+    }
+
+    /// What every jail shares (see [`SharedPlan`]). Errors: a path holds a NUL byte.
+    fn plan_shared(&self) -> std::io::Result<SharedPlan> {
+        let mounts = if self.protections.has(Protection::MountNamespace) {
+            let view = self.view();
+            let mut entries = self.system.clone();
+            entries.push(Entry::Bind {
+                src: self.runtimes.clone(),
+                dst: view.of(&self.runtimes),
+                writable: false,
+                device: false,
+            });
+            entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
+            entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
+            for dev in ["null", "zero", "full", "random", "urandom"] {
+                let path = Path::new("/dev").join(dev);
+                entries.push(Entry::Bind { src: path.clone(), dst: path, writable: true, device: true });
+            }
+            entries.push(Entry::Tmpfs { dst: "/dev/shm".into(), mode: 0o1777, size_mb: 64 });
+            for (name, target) in [
+                ("fd", "/proc/self/fd"),
+                ("stdin", "/proc/self/fd/0"),
+                ("stdout", "/proc/self/fd/1"),
+                ("stderr", "/proc/self/fd/2"),
+            ] {
+                entries.push(Entry::Symlink { dst: Path::new("/dev").join(name), target: target.into() });
+            }
+            entries.push(Entry::Proc { dst: "/proc".into() });
+            let none = std::collections::HashSet::new();
+            let mut made = Made { before: &none, now: Default::default() };
+            let ops = mount_ops_after(&self.new_root, &entries, &mut made)?;
+            Some(SharedMounts { root: std::sync::Arc::new(cstr(&self.new_root)?), ops: ops.into(), made: made.now })
+        } else {
+            None
+        };
+        let landlock = match self.landlock_shared_rules() {
+            Some(rules) => Some(
+                rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<Vec<_>>>()?.into(),
+            ),
+            None => None,
+        };
+        Ok(SharedPlan { mounts, landlock })
     }
 
     /// Where sandboxed processes see the data folder's paths.
@@ -1063,44 +1186,39 @@ impl Isolation {
             Role::Pool => (self.builds.clone(), None, false),
             Role::Build { work, creds } => (work.to_path_buf(), creds.filter(|_| self.uids()), true),
         };
-        let mount = p.has(Protection::MountNamespace);
+        let shared = self.shared.as_ref().as_ref().map_err(|e| std::io::Error::other(e.clone()))?;
         let view = self.view();
-        let mounts = if mount {
-            let mut entries = self.system.clone();
-            let ro = |src: &Path| Entry::Bind { src: src.into(), dst: view.of(src), writable: false, device: false };
-            entries.push(ro(&self.runtimes));
-            entries.push(Entry::Bind { src: code.clone(), dst: view.of(&code), writable, device: false });
-            entries.push(Entry::Bind { src: tmp.into(), dst: view.of(tmp), writable: true, device: false });
-            entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
-            entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
-            for dev in ["null", "zero", "full", "random", "urandom"] {
-                let path = Path::new("/dev").join(dev);
-                entries.push(Entry::Bind { src: path.clone(), dst: path, writable: true, device: true });
+        // This process's own mounts after the shared ones (none of them is above a shared one:
+        // they are under /sless, and the loader is a file).
+        let mounts = match &shared.mounts {
+            Some(SharedMounts { root, ops, made }) => {
+                let mut entries = vec![
+                    Entry::Bind { src: code.clone(), dst: view.of(&code), writable, device: false },
+                    Entry::Bind { src: tmp.into(), dst: view.of(tmp), writable: true, device: false },
+                ];
+                if let Some((real, copy)) = &self.loader {
+                    // Copied again if the loader changed since (a C library upgrade).
+                    let real = if loader_copy_is_fresh(real, copy) {
+                        real.clone()
+                    } else {
+                        unreadable_loader(copy).unwrap_or_else(|_| real.clone())
+                    };
+                    entries.push(Entry::Bind { src: copy.clone(), dst: real, writable: false, device: false });
+                }
+                let own =
+                    mount_ops_after(&self.new_root, &entries, &mut Made { before: made, now: Default::default() })?;
+                Some(Mounts { root: root.clone(), shared: ops.clone(), own })
             }
-            entries.push(Entry::Tmpfs { dst: "/dev/shm".into(), mode: 0o1777, size_mb: 64 });
-            for (name, target) in [
-                ("fd", "/proc/self/fd"),
-                ("stdin", "/proc/self/fd/0"),
-                ("stdout", "/proc/self/fd/1"),
-                ("stderr", "/proc/self/fd/2"),
-            ] {
-                entries.push(Entry::Symlink { dst: Path::new("/dev").join(name), target: target.into() });
-            }
-            entries.push(Entry::Proc { dst: "/proc".into() });
-            if let Some((real, copy)) = &self.loader {
-                // Copied again if the loader changed since (a C library upgrade).
-                let real = unreadable_loader(copy).unwrap_or_else(|_| real.clone());
-                entries.push(Entry::Bind { src: copy.clone(), dst: real, writable: false, device: false });
-            }
-            Some((cstr(&self.new_root)?, mount_ops(&self.new_root, &entries)?))
-        } else {
-            None
+            None => None,
         };
-        let landlock = match self.landlock_rules(&view.of(&code), &view.of(tmp), writable) {
+        let landlock = match &shared.landlock {
             Some(rules) => {
-                let rules =
-                    rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<_>>()?;
-                Some((p.landlock_abi, rules))
+                let own = self
+                    .landlock_own_rules(&view.of(&code), &view.of(tmp), writable)
+                    .iter()
+                    .map(|(path, bits)| Ok((cstr(path)?, *bits)))
+                    .collect::<std::io::Result<_>>()?;
+                Some(LandlockRules { abi: p.landlock_abi, shared: rules.clone(), own })
             }
             None => None,
         };
@@ -1110,6 +1228,21 @@ impl Isolation {
     /// The Landlock rules (path, access bits) of a process reading `code` with the temp folder
     /// `tmp` (both as the process sees them); `None` when Landlock is off.
     fn landlock_rules(&self, code: &Path, tmp: &Path, code_writable: bool) -> Option<Vec<(PathBuf, u64)>> {
+        let mut rules = self.landlock_shared_rules()?;
+        rules.extend(self.landlock_own_rules(code, tmp, code_writable));
+        Some(rules)
+    }
+
+    /// The Landlock rules of a process reading `code` with the temp folder `tmp` that are its
+    /// own (the others are [`Isolation::landlock_shared_rules`]).
+    fn landlock_own_rules(&self, code: &Path, tmp: &Path, code_writable: bool) -> Vec<(PathBuf, u64)> {
+        let abi = self.protections.landlock_abi;
+        let code_access = if code_writable { Access::ReadWrite } else { Access::ReadExec };
+        vec![(code.to_path_buf(), code_access.bits(abi)), (tmp.to_path_buf(), Access::ReadWrite.bits(abi))]
+    }
+
+    /// The Landlock rules every process has; `None` when Landlock is off.
+    fn landlock_shared_rules(&self) -> Option<Vec<(PathBuf, u64)>> {
         let p = &self.protections;
         if !p.has(Protection::Landlock) {
             return None;
@@ -1118,9 +1251,6 @@ impl Isolation {
         let mut rules: Vec<(PathBuf, u64)> =
             self.readable.iter().map(|r| (r.clone(), Access::ReadExec.bits(abi))).collect();
         rules.push((self.view().of(&self.runtimes), Access::Read.bits(abi)));
-        let code_access = if code_writable { Access::ReadWrite } else { Access::ReadExec };
-        rules.push((code.to_path_buf(), code_access.bits(abi)));
-        rules.push((tmp.to_path_buf(), Access::ReadWrite.bits(abi)));
         rules.push(("/proc".into(), Access::Read.bits(abi)));
         if p.has(Protection::MountNamespace) {
             // The sandbox's own: its /tmp, /dev and /dev/shm (the host's stay out of reach).
@@ -1459,8 +1589,9 @@ mod tests {
 
     /// The host → sandbox binds of a jail, as (source, destination, writable).
     fn binds(jail: &Jail) -> Vec<(String, String, bool)> {
-        let Some((root, ops)) = &jail.mounts else { return Vec::new() };
-        let root = root.to_string_lossy().into_owned();
+        let Some(mounts) = &jail.mounts else { return Vec::new() };
+        let root = mounts.root.to_string_lossy().into_owned();
+        let ops: Vec<&Op> = mounts.ops().collect();
         ops.iter()
             .filter_map(|o| match o {
                 Op::Mount { src: Some(src), dst, fstype: None, .. } => Some((src, dst)),
@@ -1498,8 +1629,8 @@ mod tests {
         assert!(b.iter().all(|(src, _, w)| !w || src.starts_with(&at("tmp/")) || src.starts_with("/dev/")), "{b:?}");
         assert_eq!(jail.creds, creds);
         assert_eq!(jail.cwd.to_string_lossy(), "/sless/builds/python3.11/abc/code");
-        let rules = &jail.landlock.as_ref().expect("landlock").1;
-        let allowed = |p: &str| rules.iter().any(|(r, _)| r.to_string_lossy() == p);
+        let rules = jail.landlock.as_ref().expect("landlock");
+        let allowed = |p: &str| rules.shared.iter().chain(rules.own.iter()).any(|(r, _)| r.to_string_lossy() == p);
         assert!(allowed("/sless/builds/python3.11/abc") && allowed("/sless/tmp/instance-1"));
         assert!(!allowed("/sless") && !allowed("/sless/builds") && !allowed("/"), "{rules:?}");
         let pool = iso.jail(&Role::Pool, &tmp, &tmp).expect("pool jail");
@@ -1512,6 +1643,65 @@ mod tests {
         let jail = user.jail(&Role::Function { build: &build, creds }, &tmp, &build).expect("jail");
         assert!(jail.mounts.is_none() && jail.creds.is_none(), "no mounts or uids without root");
         assert_eq!(jail.cwd.to_string_lossy(), at("builds/python3.11/abc"), "host paths without a mount namespace");
+    }
+
+    #[test]
+    fn a_jail_planned_from_the_shared_part_makes_what_one_plan_of_everything_makes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path();
+        let iso = Isolation::new(data, &[], Protections::plan(facts(true, Some(7), true)));
+        let build = data.join("builds/python3.11/abc");
+        let tmp = data.join("tmp/instance-1");
+        let jail = iso.jail(&Role::Function { build: &build, creds: None }, &tmp, &build).expect("jail");
+        let mounts = jail.mounts.as_ref().expect("mounts");
+        let mut split: Vec<String> = mounts.ops().map(|o| format!("{o:?}")).collect();
+        // The same entries planned in one go, as before the shared part was planned once.
+        let view = iso.view();
+        let mut entries = iso.system.clone();
+        entries.push(Entry::Bind {
+            src: iso.runtimes.clone(),
+            dst: view.of(&iso.runtimes),
+            writable: false,
+            device: false,
+        });
+        entries.push(Entry::Bind { src: build.clone(), dst: view.of(&build), writable: false, device: false });
+        entries.push(Entry::Bind { src: tmp.clone(), dst: view.of(&tmp), writable: true, device: false });
+        entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
+        entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
+        for dev in ["null", "zero", "full", "random", "urandom"] {
+            let path = Path::new("/dev").join(dev);
+            entries.push(Entry::Bind { src: path.clone(), dst: path, writable: true, device: true });
+        }
+        entries.push(Entry::Tmpfs { dst: "/dev/shm".into(), mode: 0o1777, size_mb: 64 });
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
+            entries.push(Entry::Symlink { dst: Path::new("/dev").join(name), target: target.into() });
+        }
+        entries.push(Entry::Proc { dst: "/proc".into() });
+        if let Some((real, copy)) = &iso.loader {
+            entries.push(Entry::Bind { src: copy.clone(), dst: real.clone(), writable: false, device: false });
+        }
+        let mut whole: Vec<String> =
+            mount_ops(&iso.new_root, &entries).expect("ops").iter().map(|o| format!("{o:?}")).collect();
+        split.sort();
+        whole.sort();
+        assert_eq!(split, whole);
+        let rules = jail.landlock.as_ref().expect("landlock");
+        let mut split: Vec<_> = rules.shared.iter().chain(rules.own.iter()).cloned().collect();
+        let mut whole: Vec<_> = iso
+            .landlock_rules(&view.of(&build), &view.of(&tmp), false)
+            .expect("rules")
+            .iter()
+            .map(|(p, b)| (cstr(p).expect("cstr"), *b))
+            .collect();
+        split.sort();
+        whole.sort();
+        assert_eq!(split, whole);
+        assert_eq!(rules.own.len(), 2, "a process's own rules: its build and its temp folder");
     }
 
     #[test]
