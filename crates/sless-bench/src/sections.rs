@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::baseline::Runtime;
 use crate::load::{self, Outcome, Plan, Target};
-use crate::sless::{Sless, alive};
+use crate::sless::{Sless, instance_runs};
 use crate::stats::Summary;
 use sless_core::status::FunctionPhase;
 
@@ -190,8 +190,12 @@ pub struct ColdRow {
     pub counted_cold: Vec<String>,
 }
 
-const PID_PY: &str = "import os\n\ndef handler(event, context):\n    return {\"pid\": os.getpid()}\n";
-const PID_NODE: &str = "exports.handler = async () => ({ pid: process.pid });\n";
+/// Functions answering their instance: its temp folder (`TMPDIR`, one per instance). A pid
+/// would not do: each instance is pid 1 of a pid namespace of its own (docs/security.md, "PID
+/// namespaces").
+const INSTANCE_PY: &str =
+    "import os\n\ndef handler(event, context):\n    return {\"instance\": os.environ[\"TMPDIR\"]}\n";
+const INSTANCE_NODE: &str = "exports.handler = async () => ({ instance: process.env.TMPDIR });\n";
 
 /// Cold starts with and without the warm pool, next to the interpreter floor.
 pub async fn cold(bin: &Path, runtimes: &[Runtime], size: Size, pool_flag: bool) -> Result<Vec<ColdRow>> {
@@ -242,25 +246,25 @@ async fn cold_runtime(
     bare: &mut Vec<Duration>,
 ) -> Result<(Summary, String)> {
     let name = format!("cold-{}", rt.label);
-    let code = if rt.label == "python" { PID_PY } else { PID_NODE };
+    let code = if rt.label == "python" { INSTANCE_PY } else { INSTANCE_NODE };
     server.deploy(&name, rt.sless_runtime, rt.entrypoint, &[(rt.file, code)]).await?;
     let path = format!("/v1/namespaces/default/functions/{name}/invoke");
     let auth = Sless::auth();
-    let (_, mut pid) = call_pid(server, &path, &auth).await?;
+    let (_, mut instance) = call_instance(server, &path, &auth).await?;
     let before = server.metric("sless_cold_starts_total", &[("function", &name)]).await?;
     let mut samples = Vec::new();
     for _ in 0..size.cold_samples {
-        wait_gone(pid).await?;
+        wait_gone(&instance).await?;
         // The floor is sampled here, so both see the same machine state.
         floors.push(rt.floor_sample().await?);
         bare.push(rt.bare_start_sample().await?);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let (took, new_pid) = call_pid(server, &path, &auth).await?;
-        if new_pid == pid {
-            bail!("{name}: the instance {pid} was still serving: not a cold start");
+        let (took, new_instance) = call_instance(server, &path, &auth).await?;
+        if new_instance == instance {
+            bail!("{name}: the instance {instance} was still serving: not a cold start");
         }
         samples.push(took);
-        pid = new_pid;
+        instance = new_instance;
     }
     let after = server.metric("sless_cold_starts_total", &[("function", &name)]).await?;
     let s = Summary::of_durations(&samples);
@@ -275,23 +279,23 @@ async fn cold_runtime(
     Ok((s, format!("{}/{}", after - before, samples.len())))
 }
 
-/// One invoke on a fresh connection: the time and the pid the function reported.
-async fn call_pid(server: &Sless, path: &str, auth: &str) -> Result<(Duration, u64)> {
+/// One invoke on a fresh connection: the time and the instance the function reported.
+async fn call_instance(server: &Sless, path: &str, auth: &str) -> Result<(Duration, String)> {
     let (status, body, took) = load::timed_get(server.addr, path, Some(auth)).await?;
     if status != 200 {
         bail!("{path}: HTTP {status}: {}", String::from_utf8_lossy(&body));
     }
     let v: Value = serde_json::from_slice(&body)?;
-    let pid = v["pid"].as_u64().ok_or_else(|| anyhow!("{path}: no pid in {v}"))?;
-    Ok((took, pid))
+    let instance = v["instance"].as_str().ok_or_else(|| anyhow!("{path}: no instance in {v}"))?;
+    Ok((took, instance.to_string()))
 }
 
-/// Waits until a process has exited (the instance scaled to zero).
-async fn wait_gone(pid: u64) -> Result<()> {
+/// Waits until an instance's processes have exited (it scaled to zero).
+async fn wait_gone(instance: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while alive(pid) {
+    while instance_runs(instance) {
         if Instant::now() > deadline {
-            bail!("instance {pid} did not stop within 60 s of idling");
+            bail!("instance {instance} did not stop within 60 s of idling");
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

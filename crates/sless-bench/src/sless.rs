@@ -265,9 +265,13 @@ pub fn processes() -> Vec<(u32, String)> {
         .collect()
 }
 
-/// Whether a process exists.
-pub fn alive(pid: u64) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+/// Whether a process started with `TMPDIR=tmp` runs (an instance's temp folder names it).
+pub fn instance_runs(tmp: &str) -> bool {
+    let needle = format!("TMPDIR={tmp}\0");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    dir.flatten().filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))).any(|e| {
+        std::fs::read(e.path().join("environ")).is_ok_and(|env| String::from_utf8_lossy(&env).contains(needle.as_str()))
+    })
 }
 
 /// Sums the Prometheus text samples of `name` whose labels include every pair of `labels`.

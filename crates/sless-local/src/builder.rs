@@ -198,7 +198,7 @@ impl Builder<'_> {
             .process_group(0)
             .kill_on_drop(true);
         Isolation::install(cmd.as_std_mut(), jail);
-        let child = cmd.spawn().map_err(Error::io(format!("starting {name}")))?;
+        let child = self.isolation.spawn(&mut cmd).map_err(Error::io(format!("starting {name}")))?;
         // Known by its process group, so a server that dies mid-build leaves nothing running:
         // the next start kills what is registered here (`reap_orphan_builds`).
         let registered = child.id().map(|pid| RunningStep::register(self.builds, pid));
@@ -366,7 +366,7 @@ async fn check_entrypoint(
     let mut cmd = spec.command(tmp.path());
     cmd.arg("--check");
     spec.sandbox(&mut cmd, isolation, tmp.path())?;
-    let child = cmd.spawn().map_err(Error::io(format!("starting {}", spec.interpreter.display())))?;
+    let child = isolation.spawn(&mut cmd).map_err(Error::io(format!("starting {}", spec.interpreter.display())))?;
     let out = match tokio::time::timeout(limit, child.wait_with_output()).await {
         Ok(out) => out.map_err(Error::io("loading the entrypoint"))?,
         Err(_) => {

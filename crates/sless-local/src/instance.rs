@@ -253,7 +253,7 @@ impl Instance {
             function: spec.target.name.clone(),
             memory_mb: spec.target.spec.memory_mb,
         };
-        Self::start(cmd, &spec.interpreter, tmp, identity, hub, live)
+        Self::start(cmd, isolation, &spec.interpreter, tmp, identity, hub, live)
     }
 
     /// Starts a generic warm-pool process, counted in `live` until it is specialised.
@@ -278,7 +278,7 @@ impl Instance {
         }
         let jail = isolation.jail(&Role::Pool, tmp.path(), tmp.path()).map_err(Error::io("preparing the sandbox"))?;
         Isolation::install(cmd.as_std_mut(), jail);
-        Self::start(cmd, &spec.interpreter, tmp, Identity::default(), hub, live)
+        Self::start(cmd, isolation, &spec.interpreter, tmp, Identity::default(), hub, live)
     }
 
     /// Makes sure the process is ready for its function's calls, once (by whichever call comes
@@ -401,6 +401,7 @@ impl Instance {
 
     fn start(
         mut cmd: Command,
+        isolation: &Isolation,
         interpreter: &Path,
         tmp: tempfile::TempDir,
         identity: Identity,
@@ -413,7 +414,7 @@ impl Instance {
         cmd.env("SLESS_CONTROL_FD", "3");
         cmd.fd_mappings(vec![FdMapping { parent_fd: child_end.into(), child_fd: 3 }])
             .map_err(|e| Error::Protocol(format!("cannot map the control socket: {e}")))?;
-        let mut child = cmd.spawn().map_err(Error::io(format!("starting {}", interpreter.display())))?;
+        let mut child = isolation.spawn(&mut cmd).map_err(Error::io(format!("starting {}", interpreter.display())))?;
         drop(cmd);
         let pid = child.id();
         parent.set_nonblocking(true).map_err(Error::io("configuring the control socket"))?;

@@ -3,13 +3,16 @@
 //! the way bubblewrap and nsjail do it, with raw system calls (no helper program).
 //!
 //! For each process the supervisor prepares a [`Jail`] (everything computed and allocated
-//! before the fork); [`Jail::apply`] then only makes system calls, as the child of a
-//! multi-threaded program must:
+//! before the fork; what every process shares is planned once, at start) and spawns it with
+//! [`Isolation::spawn`], which makes the child pid 1 of a pid namespace of its own
+//! (docs/security.md, "PID namespaces"). [`Jail::apply`] then only makes system calls, as the
+//! child of a multi-threaded program must:
 //!
 //! 1. a mount namespace of its own whose root is a fresh tmpfs holding only the system
 //!    folders (read-only), the interpreter's installation, the runtime shims, the function's
 //!    own build (read-only) and its temp folder (read-write), a private `/tmp`, a minimal
-//!    `/dev` and a `/proc` that shows only the processes of its own uid (`hidepid=invisible`);
+//!    `/dev` and a `/proc`, mounted from inside its pid namespace, that shows only the
+//!    processes of that namespace and of its own uid (`hidepid=invisible`);
 //! 2. `no_new_privs`;
 //! 3. a Landlock domain of its own allowing reads (and execution) of those folders and writes
 //!    to its temp folders only, and (ABI ≥ 6) no signals or abstract Unix sockets beyond it;
@@ -39,6 +42,10 @@ pub(crate) enum Protection {
     MountNamespace,
     /// `/proc` shows only the processes of the function's own uid.
     PrivateProc,
+    /// Each process is the first (pid 1) of a pid namespace of its own: `/proc` and every
+    /// system call taking a pid see only its own processes, and when it exits the kernel
+    /// kills whatever it left in the namespace.
+    PidNamespace,
     /// Landlock limits the files a function reads, writes and executes.
     Landlock,
     /// Landlock (ABI ≥ 6) stops signals and abstract Unix sockets leaving the function's domain.
@@ -53,11 +60,12 @@ pub(crate) enum Protection {
 
 impl Protection {
     /// Every protection, in the order they are listed.
-    pub(crate) const ALL: [Protection; 9] = [
+    pub(crate) const ALL: [Protection; 10] = [
         Protection::UidPerFunction,
         Protection::NotDumpable,
         Protection::MountNamespace,
         Protection::PrivateProc,
+        Protection::PidNamespace,
         Protection::Landlock,
         Protection::LandlockScopes,
         Protection::Seccomp,
@@ -72,6 +80,7 @@ impl Protection {
             Protection::NotDumpable => "not-dumpable",
             Protection::MountNamespace => "mount-namespace",
             Protection::PrivateProc => "private-proc",
+            Protection::PidNamespace => "pid-namespace",
             Protection::Landlock => "landlock",
             Protection::LandlockScopes => "landlock-scopes",
             Protection::Seccomp => "seccomp",
@@ -103,8 +112,8 @@ pub(crate) struct Protections {
 }
 
 impl Protections {
-    /// What to try on a machine with `facts`: uids, mount namespaces and a private `/proc`
-    /// need root; Landlock and seccomp (with `no_new_privs`) work for any user.
+    /// What to try on a machine with `facts`: uids, mount and pid namespaces and a private
+    /// `/proc` need root; Landlock and seccomp (with `no_new_privs`) work for any user.
     pub(crate) fn plan(facts: Facts) -> Protections {
         let mut p = Protections::default();
         if facts.root {
@@ -113,6 +122,7 @@ impl Protections {
                 Protection::NotDumpable,
                 Protection::MountNamespace,
                 Protection::PrivateProc,
+                Protection::PidNamespace,
             ]);
         }
         if let Some(abi) = facts.landlock_abi.filter(|a| *a >= 1) {
@@ -164,7 +174,9 @@ impl Protections {
             self.landlock_abi = 0;
         }
         if p == Protection::MountNamespace {
+            // A pid namespace is seen through the `/proc` the mount namespace mounts.
             self.active.remove(&Protection::PrivateProc);
+            self.active.remove(&Protection::PidNamespace);
         }
     }
 
@@ -498,11 +510,31 @@ fn under(root: &Path, dst: &Path) -> PathBuf {
 
 /// The system calls that build `entries` under `root` (the new root's mount point on the
 /// host): parents before children, each missing folder made on the way.
+#[cfg(test)]
 fn mount_ops(root: &Path, entries: &[Entry]) -> std::io::Result<Vec<Op>> {
+    let none = std::collections::HashSet::new();
+    mount_ops_after(root, entries, &mut Made { before: &none, now: Default::default() })
+}
+
+/// The sandbox paths made so far: by the entries planned earlier (`before`), and `now`.
+struct Made<'a> {
+    before: &'a std::collections::HashSet<PathBuf>,
+    now: std::collections::HashSet<PathBuf>,
+}
+
+impl Made<'_> {
+    /// Records `p`; false if it was made already.
+    fn insert(&mut self, p: PathBuf) -> bool {
+        !self.before.contains(&p) && self.now.insert(p)
+    }
+}
+
+/// [`mount_ops`] for entries made after others, whose paths are in `made` (which it extends).
+/// None of `entries` may be a parent of an earlier entry.
+fn mount_ops_after(root: &Path, entries: &[Entry], made: &mut Made<'_>) -> std::io::Result<Vec<Op>> {
     let mut entries: Vec<&Entry> = entries.iter().collect();
     // Parents first: comparing paths component by component puts `/tmp` before `/tmp/x`.
     entries.sort_by(|a, b| a.dst().cmp(b.dst()));
-    let mut made = std::collections::HashSet::new();
     let mut ops = Vec::new();
     let nosuid = libc::MS_NOSUID;
     for e in entries {
@@ -581,17 +613,40 @@ pub(crate) struct Creds {
     pub gid: u32,
 }
 
+/// The new root's mount point on the host and the mounts under it: those every sandbox has
+/// (planned once, at start), then this process's own (its build, its temp folder, the loader).
+#[derive(Debug)]
+struct Mounts {
+    root: std::sync::Arc<CString>,
+    shared: std::sync::Arc<[Op]>,
+    own: Vec<Op>,
+}
+
+impl Mounts {
+    /// Every mount operation, in order.
+    fn ops(&self) -> impl Iterator<Item = &Op> {
+        self.shared.iter().chain(self.own.iter())
+    }
+}
+
+/// (path, access) Landlock rules: those every sandbox has (made once, at start), then this
+/// process's own, with the ABI.
+#[derive(Debug)]
+struct LandlockRules {
+    abi: u32,
+    shared: std::sync::Arc<[(CString, u64)]>,
+    own: Vec<(CString, u64)>,
+}
+
 /// Everything a child does between `fork` and `execve`, prepared before the fork.
 #[derive(Debug)]
 pub(crate) struct Jail {
-    /// The new root's mount point on the host and the mounts under it.
-    mounts: Option<(CString, Vec<Op>)>,
+    mounts: Option<Mounts>,
     /// The working folder (inside the new root).
     cwd: CString,
-    /// (path, access) Landlock rules, with the ABI.
-    landlock: Option<(u32, Vec<(CString, u64)>)>,
+    landlock: Option<LandlockRules>,
     creds: Option<Creds>,
-    seccomp: Option<Vec<libc::sock_filter>>,
+    seccomp: Option<std::sync::Arc<[libc::sock_filter]>>,
 }
 
 /// The result of a raw call: `Err` with `errno` when it returned -1.
@@ -615,7 +670,8 @@ impl Jail {
     pub(crate) fn apply(&self) -> std::io::Result<()> {
         // SAFETY (every block below): raw system calls given pointers to NUL-terminated
         // strings and structures owned by `self`, alive for the whole call.
-        if let Some((root, ops)) = &self.mounts {
+        if let Some(mounts) = &self.mounts {
+            let root = &mounts.root;
             // An IPC namespace too: System V shared memory and message queues are per instance
             // (and freed with it), not the machine's.
             check(unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC) }.into())?;
@@ -643,7 +699,7 @@ impl Jail {
                 }
                 .into(),
             )?;
-            for op in ops {
+            for op in mounts.ops() {
                 match op {
                     Op::Mkdir(p) => {
                         if unsafe { libc::mkdir(p.as_ptr(), 0o755) } == -1 {
@@ -691,7 +747,7 @@ impl Jail {
         }
         check(unsafe { libc::chdir(self.cwd.as_ptr()) }.into())?;
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into())?;
-        if let Some((abi, rules)) = &self.landlock {
+        if let Some(LandlockRules { abi, shared, own }) = &self.landlock {
             let attr = RulesetAttr {
                 handled_access_fs: handled_fs(*abi),
                 handled_access_net: 0,
@@ -701,7 +757,7 @@ impl Jail {
             let ruleset = check(unsafe {
                 libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const RulesetAttr, size, 0u32)
             })? as libc::c_int;
-            for (path, access) in rules {
+            for (path, access) in shared.iter().chain(own.iter()) {
                 let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
                 if fd == -1 {
                     continue; // absent here: nothing to allow
@@ -812,7 +868,52 @@ pub(crate) struct Isolation {
     /// The dynamic loader (its real path) and the copy only root can read that is bound over
     /// it in each mount namespace (see the module's documentation, 4.).
     loader: Option<(PathBuf, PathBuf)>,
-    seccomp: Option<Vec<libc::sock_filter>>,
+    /// The seccomp program, made once (docs/security.md, "The protections").
+    seccomp: Option<std::sync::Arc<[libc::sock_filter]>>,
+    /// What every sandbox's jail shares, planned once at start; why not, if it could not be.
+    shared: std::sync::Arc<std::result::Result<SharedPlan, String>>,
+    /// The server's own pid namespace (`/proc/self/ns/pid`), when each sandboxed process gets a
+    /// pid namespace of its own: a thread that made one for its next child comes back to it.
+    own_pid_namespace: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+}
+
+/// The new root, the mounts every sandbox has, and the sandbox paths they make.
+#[derive(Debug)]
+struct SharedMounts {
+    root: std::sync::Arc<CString>,
+    ops: std::sync::Arc<[Op]>,
+    made: std::collections::HashSet<PathBuf>,
+}
+
+/// The parts of a jail that are the same for every process, planned once at start rather
+/// than at each spawn (the system folders' mounts, with the `stat` of each source, and most
+/// Landlock rules).
+#[derive(Debug)]
+struct SharedPlan {
+    mounts: Option<SharedMounts>,
+    /// The Landlock rules every sandbox has.
+    landlock: Option<std::sync::Arc<[(CString, u64)]>>,
+}
+
+/// While it lives, the calling thread's next child is the first process (pid 1) of a new pid
+/// namespace; dropped, the thread's children are made in the server's own pid namespace again
+/// (docs/security.md, "PID namespaces").
+struct NewPidNamespaceForNextChild<'a> {
+    own: &'a std::os::fd::OwnedFd,
+}
+
+impl Drop for NewPidNamespaceForNextChild<'_> {
+    #[allow(unsafe_code)] // A raw system call on a descriptor this guard borrows.
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns takes a descriptor (of the server's own pid namespace, open while the
+        // guard lives) and a flag; it only changes the calling thread's namespace for children.
+        if unsafe { libc::setns(self.own.as_raw_fd(), libc::CLONE_NEWPID) } == -1 {
+            // The thread's next sandboxed spawn then fails (unshare answers EINVAL): it never
+            // shares a namespace with this child.
+            tracing::error!(error = %std::io::Error::last_os_error(), "cannot return to the server's pid namespace");
+        }
+    }
 }
 
 /// The dynamic loader of this architecture's programs, as their ELF headers name it.
@@ -822,6 +923,15 @@ const LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
 const LOADER: &str = "/lib/ld-linux-aarch64.so.1";
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const LOADER: &str = "";
+
+/// Whether `copy` is the 0711 copy of the loader at `real` (same size and modification time).
+fn loader_copy_is_fresh(real: &Path, copy: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(real), std::fs::metadata(copy)) {
+        (Ok(r), Ok(c)) => c.len() == r.len() && c.mtime() == r.mtime() && c.mode() & 0o777 == 0o711,
+        _ => false,
+    }
+}
 
 /// Copies the dynamic loader to `copy` with mode 0711 (executable, readable by root only), if
 /// the copy is missing or differs in size or modification time. Returns the loader's real
@@ -869,8 +979,13 @@ impl Isolation {
         let planned = Protections::plan(facts);
         // Each layer is checked on its own, in this order (a uid can reach an interpreter
         // under /root only inside the mount namespace): one that fails on the probe is off.
-        let layers =
-            [Protection::MountNamespace, Protection::UidPerFunction, Protection::Landlock, Protection::Seccomp];
+        let layers = [
+            Protection::MountNamespace,
+            Protection::PidNamespace,
+            Protection::UidPerFunction,
+            Protection::Landlock,
+            Protection::Seccomp,
+        ];
         let mut current = planned.clone();
         for p in layers {
             current.remove(p);
@@ -881,7 +996,8 @@ impl Isolation {
             tracing::warn!(error = %why, "cannot make the sandboxes' mount point");
         }
         for p in layers {
-            if !planned.has(p) {
+            // A pid namespace is only seen through the `/proc` a mount namespace mounts.
+            if !planned.has(p) || (p == Protection::PidNamespace && !current.has(Protection::MountNamespace)) {
                 continue;
             }
             let mut trial = current.clone();
@@ -958,17 +1074,79 @@ impl Isolation {
         } else {
             None
         };
-        Isolation {
+        let own_pid_namespace = if protections.has(Protection::PidNamespace) {
+            match std::fs::File::open("/proc/self/ns/pid") {
+                Ok(f) => Some(std::sync::Arc::new(std::os::fd::OwnedFd::from(f))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open the server's pid namespace; no pid namespaces");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut protections = protections;
+        if own_pid_namespace.is_none() {
+            protections.remove(Protection::PidNamespace);
+        }
+        let mut iso = Isolation {
             data_dir: data_dir.to_path_buf(),
+            own_pid_namespace,
             loader,
-            seccomp: protections.has(Protection::Seccomp).then(seccomp_program).flatten(),
+            seccomp: protections.has(Protection::Seccomp).then(seccomp_program).flatten().map(Into::into),
+            shared: std::sync::Arc::new(Err(String::new())),
             protections,
             new_root: data_dir.join("tmp").join(".sandbox-root"),
             system,
             readable,
             runtimes,
             builds: data_dir.join("builds"),
-        }
+        };
+        iso.shared = std::sync::Arc::new(iso.plan_shared().map_err(|e| e.to_string()));
+        iso
+    }
+
+    /// What every jail shares (see [`SharedPlan`]). Errors: a path holds a NUL byte.
+    fn plan_shared(&self) -> std::io::Result<SharedPlan> {
+        let mounts = if self.protections.has(Protection::MountNamespace) {
+            let view = self.view();
+            let mut entries = self.system.clone();
+            entries.push(Entry::Bind {
+                src: self.runtimes.clone(),
+                dst: view.of(&self.runtimes),
+                writable: false,
+                device: false,
+            });
+            entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
+            entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
+            for dev in ["null", "zero", "full", "random", "urandom"] {
+                let path = Path::new("/dev").join(dev);
+                entries.push(Entry::Bind { src: path.clone(), dst: path, writable: true, device: true });
+            }
+            entries.push(Entry::Tmpfs { dst: "/dev/shm".into(), mode: 0o1777, size_mb: 64 });
+            for (name, target) in [
+                ("fd", "/proc/self/fd"),
+                ("stdin", "/proc/self/fd/0"),
+                ("stdout", "/proc/self/fd/1"),
+                ("stderr", "/proc/self/fd/2"),
+            ] {
+                entries.push(Entry::Symlink { dst: Path::new("/dev").join(name), target: target.into() });
+            }
+            entries.push(Entry::Proc { dst: "/proc".into() });
+            let none = std::collections::HashSet::new();
+            let mut made = Made { before: &none, now: Default::default() };
+            let ops = mount_ops_after(&self.new_root, &entries, &mut made)?;
+            Some(SharedMounts { root: std::sync::Arc::new(cstr(&self.new_root)?), ops: ops.into(), made: made.now })
+        } else {
+            None
+        };
+        let landlock = match self.landlock_shared_rules() {
+            Some(rules) => Some(
+                rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<Vec<_>>>()?.into(),
+            ),
+            None => None,
+        };
+        Ok(SharedPlan { mounts, landlock })
     }
 
     /// Where sandboxed processes see the data folder's paths.
@@ -1008,44 +1186,39 @@ impl Isolation {
             Role::Pool => (self.builds.clone(), None, false),
             Role::Build { work, creds } => (work.to_path_buf(), creds.filter(|_| self.uids()), true),
         };
-        let mount = p.has(Protection::MountNamespace);
+        let shared = self.shared.as_ref().as_ref().map_err(|e| std::io::Error::other(e.clone()))?;
         let view = self.view();
-        let mounts = if mount {
-            let mut entries = self.system.clone();
-            let ro = |src: &Path| Entry::Bind { src: src.into(), dst: view.of(src), writable: false, device: false };
-            entries.push(ro(&self.runtimes));
-            entries.push(Entry::Bind { src: code.clone(), dst: view.of(&code), writable, device: false });
-            entries.push(Entry::Bind { src: tmp.into(), dst: view.of(tmp), writable: true, device: false });
-            entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
-            entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
-            for dev in ["null", "zero", "full", "random", "urandom"] {
-                let path = Path::new("/dev").join(dev);
-                entries.push(Entry::Bind { src: path.clone(), dst: path, writable: true, device: true });
+        // This process's own mounts after the shared ones (none of them is above a shared one:
+        // they are under /sless, and the loader is a file).
+        let mounts = match &shared.mounts {
+            Some(SharedMounts { root, ops, made }) => {
+                let mut entries = vec![
+                    Entry::Bind { src: code.clone(), dst: view.of(&code), writable, device: false },
+                    Entry::Bind { src: tmp.into(), dst: view.of(tmp), writable: true, device: false },
+                ];
+                if let Some((real, copy)) = &self.loader {
+                    // Copied again if the loader changed since (a C library upgrade).
+                    let real = if loader_copy_is_fresh(real, copy) {
+                        real.clone()
+                    } else {
+                        unreadable_loader(copy).unwrap_or_else(|_| real.clone())
+                    };
+                    entries.push(Entry::Bind { src: copy.clone(), dst: real, writable: false, device: false });
+                }
+                let own =
+                    mount_ops_after(&self.new_root, &entries, &mut Made { before: made, now: Default::default() })?;
+                Some(Mounts { root: root.clone(), shared: ops.clone(), own })
             }
-            entries.push(Entry::Tmpfs { dst: "/dev/shm".into(), mode: 0o1777, size_mb: 64 });
-            for (name, target) in [
-                ("fd", "/proc/self/fd"),
-                ("stdin", "/proc/self/fd/0"),
-                ("stdout", "/proc/self/fd/1"),
-                ("stderr", "/proc/self/fd/2"),
-            ] {
-                entries.push(Entry::Symlink { dst: Path::new("/dev").join(name), target: target.into() });
-            }
-            entries.push(Entry::Proc { dst: "/proc".into() });
-            if let Some((real, copy)) = &self.loader {
-                // Copied again if the loader changed since (a C library upgrade).
-                let real = unreadable_loader(copy).unwrap_or_else(|_| real.clone());
-                entries.push(Entry::Bind { src: copy.clone(), dst: real, writable: false, device: false });
-            }
-            Some((cstr(&self.new_root)?, mount_ops(&self.new_root, &entries)?))
-        } else {
-            None
+            None => None,
         };
-        let landlock = match self.landlock_rules(&view.of(&code), &view.of(tmp), writable) {
+        let landlock = match &shared.landlock {
             Some(rules) => {
-                let rules =
-                    rules.iter().map(|(path, bits)| Ok((cstr(path)?, *bits))).collect::<std::io::Result<_>>()?;
-                Some((p.landlock_abi, rules))
+                let own = self
+                    .landlock_own_rules(&view.of(&code), &view.of(tmp), writable)
+                    .iter()
+                    .map(|(path, bits)| Ok((cstr(path)?, *bits)))
+                    .collect::<std::io::Result<_>>()?;
+                Some(LandlockRules { abi: p.landlock_abi, shared: rules.clone(), own })
             }
             None => None,
         };
@@ -1055,6 +1228,21 @@ impl Isolation {
     /// The Landlock rules (path, access bits) of a process reading `code` with the temp folder
     /// `tmp` (both as the process sees them); `None` when Landlock is off.
     fn landlock_rules(&self, code: &Path, tmp: &Path, code_writable: bool) -> Option<Vec<(PathBuf, u64)>> {
+        let mut rules = self.landlock_shared_rules()?;
+        rules.extend(self.landlock_own_rules(code, tmp, code_writable));
+        Some(rules)
+    }
+
+    /// The Landlock rules of a process reading `code` with the temp folder `tmp` that are its
+    /// own (the others are [`Isolation::landlock_shared_rules`]).
+    fn landlock_own_rules(&self, code: &Path, tmp: &Path, code_writable: bool) -> Vec<(PathBuf, u64)> {
+        let abi = self.protections.landlock_abi;
+        let code_access = if code_writable { Access::ReadWrite } else { Access::ReadExec };
+        vec![(code.to_path_buf(), code_access.bits(abi)), (tmp.to_path_buf(), Access::ReadWrite.bits(abi))]
+    }
+
+    /// The Landlock rules every process has; `None` when Landlock is off.
+    fn landlock_shared_rules(&self) -> Option<Vec<(PathBuf, u64)>> {
         let p = &self.protections;
         if !p.has(Protection::Landlock) {
             return None;
@@ -1063,9 +1251,6 @@ impl Isolation {
         let mut rules: Vec<(PathBuf, u64)> =
             self.readable.iter().map(|r| (r.clone(), Access::ReadExec.bits(abi))).collect();
         rules.push((self.view().of(&self.runtimes), Access::Read.bits(abi)));
-        let code_access = if code_writable { Access::ReadWrite } else { Access::ReadExec };
-        rules.push((code.to_path_buf(), code_access.bits(abi)));
-        rules.push((tmp.to_path_buf(), Access::ReadWrite.bits(abi)));
         rules.push(("/proc".into(), Access::Read.bits(abi)));
         if p.has(Protection::MountNamespace) {
             // The sandbox's own: its /tmp, /dev and /dev/shm (the host's stay out of reach).
@@ -1107,6 +1292,30 @@ impl Isolation {
         }
     }
 
+    /// Spawns `cmd` (its jail installed by [`Isolation::install`]): with `pid-namespace` in
+    /// force, as the first process (pid 1) of a pid namespace of its own. The namespace is made
+    /// for the calling thread's next child only (`unshare(CLONE_NEWPID)` changes no running
+    /// process), the child forked by `spawn` is its pid 1 — the process the executor knows,
+    /// signals, puts in its cgroup and waits for — and the `/proc` its jail mounts shows that
+    /// namespace (docs/security.md, "PID namespaces"). Errors: the namespace could not be
+    /// made, or the spawn's own.
+    pub(crate) fn spawn(&self, cmd: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+        let _ns = self.new_pid_namespace_for_next_child()?;
+        cmd.spawn()
+    }
+
+    /// A guard making the calling thread's next child pid 1 of a new pid namespace, when
+    /// `pid-namespace` is in force (`None` otherwise). Hold it only around one spawn, with no
+    /// `.await` in between (the thread must not change).
+    #[allow(unsafe_code)] // A raw system call; the `unsafe` block says why it is sound.
+    fn new_pid_namespace_for_next_child(&self) -> std::io::Result<Option<NewPidNamespaceForNextChild<'_>>> {
+        let Some(own) = self.own_pid_namespace.as_deref() else { return Ok(None) };
+        // SAFETY: unshare takes no pointer; CLONE_NEWPID only sets the namespace the calling
+        // thread's next children are made in (allowed in a multi-threaded process).
+        check(unsafe { libc::unshare(libc::CLONE_NEWPID) }.into())?;
+        Ok(Some(NewPidNamespaceForNextChild { own }))
+    }
+
     /// Runs `python` under a pool sandbox (and, with uids, as `probe_uid`) and checks what it
     /// reports: its uid, `no_new_privs`, seccomp mode 2, that it is not dumpable, and, with a
     /// mount namespace, that it cannot see the server's process. Errors: what did not hold.
@@ -1128,13 +1337,17 @@ impl Isolation {
              if s != e:\n    os.setegid(s); os.setegid(e)\n\
              d = ctypes.CDLL(None, use_errno=True).prctl(3, 0, 0, 0, 0)\n\
              st = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l)\n\
-             print(os.getuid(), os.geteuid(), d, st['NoNewPrivs'].strip(), st['Seccomp'].strip(), os.path.exists('/proc/{}'))\n",
+             print(os.getuid(), os.geteuid(), d, st['NoNewPrivs'].strip(), st['Seccomp'].strip(), os.path.exists('/proc/{}'), os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == [os.getpid()])\n",
             std::process::id()
         );
         let mut cmd = std::process::Command::new(python);
         cmd.args(["-S", "-c", &script]).env_clear().current_dir(tmp.path());
         Isolation::install(&mut cmd, jail);
-        let out = cmd.output().map_err(|e| format!("the probe did not start: {e}"))?;
+        let out = {
+            let _ns =
+                self.new_pid_namespace_for_next_child().map_err(|e| format!("cannot make a pid namespace: {e}"))?;
+            cmd.output().map_err(|e| format!("the probe did not start: {e}"))?
+        };
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         if !out.status.success() {
             return Err(format!("the probe failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
@@ -1181,11 +1394,11 @@ fn processes_of(uids: &[u32]) -> Vec<i32> {
     found
 }
 
-/// Checks a probe's report (`uid euid dumpable no_new_privs seccomp_mode sees_server`)
-/// against what `planned` promises.
+/// Checks a probe's report (`uid euid dumpable no_new_privs seccomp_mode sees_server pid
+/// sees_only_itself`) against what `planned` promises.
 fn judge_probe(planned: &Protections, uid: Option<u32>, report: &str) -> std::result::Result<(), String> {
     let f: Vec<&str> = report.split_whitespace().collect();
-    let [ruid, euid, dumpable, nnp, seccomp, sees_server] = f[..] else {
+    let [ruid, euid, dumpable, nnp, seccomp, sees_server, pid, alone] = f[..] else {
         return Err(format!("the probe reported {report:?}"));
     };
     if let Some(uid) = uid {
@@ -1204,6 +1417,9 @@ fn judge_probe(planned: &Protections, uid: Option<u32>, report: &str) -> std::re
     }
     if planned.has(Protection::PrivateProc) && uid.is_some() && sees_server != "False" {
         return Err("the probe sees the server's process in /proc".into());
+    }
+    if planned.has(Protection::PidNamespace) && (pid != "1" || alone != "True") {
+        return Err(format!("the probe is pid {pid} in its namespace, and sees only itself in /proc: {alone}"));
     }
     Ok(())
 }
@@ -1262,8 +1478,8 @@ mod tests {
         let all = Protections::plan(facts(true, Some(7), true));
         assert_eq!(
             all.active_names(),
-            "uid-per-function, not-dumpable, mount-namespace, private-proc, landlock(abi 7), landlock-scopes, \
-             seccomp, no-new-privileges, cgroup-kill"
+            "uid-per-function, not-dumpable, mount-namespace, private-proc, pid-namespace, landlock(abi 7), \
+             landlock-scopes, seccomp, no-new-privileges, cgroup-kill"
         );
         assert_eq!(all.missing_names(), "none");
         let user = Protections::plan(facts(false, Some(4), true));
@@ -1275,6 +1491,7 @@ mod tests {
         p.remove(Protection::Landlock);
         p.remove(Protection::MountNamespace);
         assert!(!p.has(Protection::LandlockScopes) && !p.has(Protection::PrivateProc), "dependents go too");
+        assert!(!p.has(Protection::PidNamespace), "a pid namespace is seen through the mount namespace's /proc");
     }
 
     #[test]
@@ -1372,8 +1589,9 @@ mod tests {
 
     /// The host → sandbox binds of a jail, as (source, destination, writable).
     fn binds(jail: &Jail) -> Vec<(String, String, bool)> {
-        let Some((root, ops)) = &jail.mounts else { return Vec::new() };
-        let root = root.to_string_lossy().into_owned();
+        let Some(mounts) = &jail.mounts else { return Vec::new() };
+        let root = mounts.root.to_string_lossy().into_owned();
+        let ops: Vec<&Op> = mounts.ops().collect();
         ops.iter()
             .filter_map(|o| match o {
                 Op::Mount { src: Some(src), dst, fstype: None, .. } => Some((src, dst)),
@@ -1411,8 +1629,8 @@ mod tests {
         assert!(b.iter().all(|(src, _, w)| !w || src.starts_with(&at("tmp/")) || src.starts_with("/dev/")), "{b:?}");
         assert_eq!(jail.creds, creds);
         assert_eq!(jail.cwd.to_string_lossy(), "/sless/builds/python3.11/abc/code");
-        let rules = &jail.landlock.as_ref().expect("landlock").1;
-        let allowed = |p: &str| rules.iter().any(|(r, _)| r.to_string_lossy() == p);
+        let rules = jail.landlock.as_ref().expect("landlock");
+        let allowed = |p: &str| rules.shared.iter().chain(rules.own.iter()).any(|(r, _)| r.to_string_lossy() == p);
         assert!(allowed("/sless/builds/python3.11/abc") && allowed("/sless/tmp/instance-1"));
         assert!(!allowed("/sless") && !allowed("/sless/builds") && !allowed("/"), "{rules:?}");
         let pool = iso.jail(&Role::Pool, &tmp, &tmp).expect("pool jail");
@@ -1425,6 +1643,65 @@ mod tests {
         let jail = user.jail(&Role::Function { build: &build, creds }, &tmp, &build).expect("jail");
         assert!(jail.mounts.is_none() && jail.creds.is_none(), "no mounts or uids without root");
         assert_eq!(jail.cwd.to_string_lossy(), at("builds/python3.11/abc"), "host paths without a mount namespace");
+    }
+
+    #[test]
+    fn a_jail_planned_from_the_shared_part_makes_what_one_plan_of_everything_makes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path();
+        let iso = Isolation::new(data, &[], Protections::plan(facts(true, Some(7), true)));
+        let build = data.join("builds/python3.11/abc");
+        let tmp = data.join("tmp/instance-1");
+        let jail = iso.jail(&Role::Function { build: &build, creds: None }, &tmp, &build).expect("jail");
+        let mounts = jail.mounts.as_ref().expect("mounts");
+        let mut split: Vec<String> = mounts.ops().map(|o| format!("{o:?}")).collect();
+        // The same entries planned in one go, as before the shared part was planned once.
+        let view = iso.view();
+        let mut entries = iso.system.clone();
+        entries.push(Entry::Bind {
+            src: iso.runtimes.clone(),
+            dst: view.of(&iso.runtimes),
+            writable: false,
+            device: false,
+        });
+        entries.push(Entry::Bind { src: build.clone(), dst: view.of(&build), writable: false, device: false });
+        entries.push(Entry::Bind { src: tmp.clone(), dst: view.of(&tmp), writable: true, device: false });
+        entries.push(Entry::Tmpfs { dst: "/tmp".into(), mode: 0o1777, size_mb: TMP_SIZE_MB });
+        entries.push(Entry::Tmpfs { dst: "/dev".into(), mode: 0o755, size_mb: 1 });
+        for dev in ["null", "zero", "full", "random", "urandom"] {
+            let path = Path::new("/dev").join(dev);
+            entries.push(Entry::Bind { src: path.clone(), dst: path, writable: true, device: true });
+        }
+        entries.push(Entry::Tmpfs { dst: "/dev/shm".into(), mode: 0o1777, size_mb: 64 });
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
+            entries.push(Entry::Symlink { dst: Path::new("/dev").join(name), target: target.into() });
+        }
+        entries.push(Entry::Proc { dst: "/proc".into() });
+        if let Some((real, copy)) = &iso.loader {
+            entries.push(Entry::Bind { src: copy.clone(), dst: real.clone(), writable: false, device: false });
+        }
+        let mut whole: Vec<String> =
+            mount_ops(&iso.new_root, &entries).expect("ops").iter().map(|o| format!("{o:?}")).collect();
+        split.sort();
+        whole.sort();
+        assert_eq!(split, whole);
+        let rules = jail.landlock.as_ref().expect("landlock");
+        let mut split: Vec<_> = rules.shared.iter().chain(rules.own.iter()).cloned().collect();
+        let mut whole: Vec<_> = iso
+            .landlock_rules(&view.of(&build), &view.of(&tmp), false)
+            .expect("rules")
+            .iter()
+            .map(|(p, b)| (cstr(p).expect("cstr"), *b))
+            .collect();
+        split.sort();
+        whole.sort();
+        assert_eq!(split, whole);
+        assert_eq!(rules.own.len(), 2, "a process's own rules: its build and its temp folder");
     }
 
     #[test]
@@ -1465,14 +1742,16 @@ mod tests {
     #[test]
     fn a_probe_report_is_judged_against_the_plan() {
         let all = Protections::plan(facts(true, Some(7), true));
-        assert_eq!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False"), Ok(()));
-        assert!(judge_probe(&all, Some(200_000), "0 0 0 1 2 False").is_err(), "still root");
-        assert!(judge_probe(&all, Some(200_000), "200000 200000 1 1 2 False").is_err(), "dumpable");
-        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 0 False").is_err(), "no filter");
-        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 True").is_err(), "sees the server");
+        assert_eq!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False 1 True"), Ok(()));
+        assert!(judge_probe(&all, Some(200_000), "0 0 0 1 2 False 1 True").is_err(), "still root");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 1 1 2 False 1 True").is_err(), "dumpable");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 0 False 1 True").is_err(), "no filter");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 True 1 True").is_err(), "sees the server");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False 4711 False").is_err(), "no pid namespace");
+        assert!(judge_probe(&all, Some(200_000), "200000 200000 0 1 2 False 1 False").is_err(), "sees others");
         assert!(judge_probe(&all, Some(200_000), "garbage").is_err());
         let user = Protections::plan(facts(false, Some(7), false));
-        assert_eq!(judge_probe(&user, None, "1000 1000 1 1 0 True"), Ok(()), "nothing more is promised");
+        assert_eq!(judge_probe(&user, None, "1000 1000 1 1 0 True 4711 False"), Ok(()), "nothing more is promised");
     }
 
     #[test]

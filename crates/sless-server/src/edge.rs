@@ -1,7 +1,7 @@
 //! The HTTP edge (docs/security.md, "HTTP edge"): sless's own accept loop over hyper's HTTP/1.1
 //! connections, with a read timeout for request heads, one for request bodies (between two
-//! parts and in total), an idle timeout for keep-alive connections, a cap on connections and
-//! caps on the size and number of header fields. Only *reading a request* is timed: once its
+//! parts and in total), an idle timeout for keep-alive connections, a cap on connections (and
+//! on the connections of one client address) and caps on the size and number of header fields. Only *reading a request* is timed: once its
 //! head is in, the answer may take as long as the call does.
 //!
 //! Each connection is in one of three phases, kept in a [`Phase`] shared by its reader
@@ -70,6 +70,12 @@ pub struct Edge {
     /// `Retry-After: 1`, `Connection: close`) and closed. Default 512
     /// (`--max-connections 512`).
     pub max_connections: usize,
+    /// Most connections held at once from one client address (IPv4 address, or whole IPv6
+    /// address); one more from it is answered 503 like a connection over `max_connections`, so
+    /// one client reconnecting slowloris-style cannot take every place. Default 256
+    /// (`--max-connections-per-client 256`); at `max_connections` or above it never applies
+    /// (behind a reverse proxy every client has the proxy's address).
+    pub max_connections_per_client: usize,
     /// Largest request head (request line and header fields), in bytes; a larger one is
     /// answered 431 and the connection closed. Default 65536 (`--max-header-bytes 65536`).
     pub max_header_bytes: usize,
@@ -86,6 +92,7 @@ impl Default for Edge {
             body_total_timeout: Duration::from_secs(600),
             keep_alive_timeout: Duration::from_secs(75),
             max_connections: 512,
+            max_connections_per_client: 256,
             max_header_bytes: 64 * 1024,
             max_headers: 100,
         }
@@ -147,7 +154,14 @@ pub(crate) async fn serve(
     if edge.max_header_bytes > HYPER_DEFAULT_BUF {
         http.max_buf_size(edge.max_header_bytes);
     }
-    let shared = Arc::new(Shared { http, edge, refusal: refusal(edge.max_connections), metrics });
+    let shared = Arc::new(Shared {
+        http,
+        edge,
+        refusal: refusal(edge.max_connections),
+        client_refusal: client_refusal(edge.max_connections_per_client),
+        metrics,
+    });
+    let per_client = PerClient::new(edge.max_connections_per_client);
     let connections = Arc::new(Semaphore::new(edge.max_connections.max(1)));
     let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
     // `closing` tells every connection to finish; `done` is held by each and closes when the
@@ -156,6 +170,7 @@ pub(crate) async fn serve(
     let (done, mut all_done) = mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut cap_warned: Option<Instant> = None;
+    let mut client_cap_warned: Option<Instant> = None;
     loop {
         let (tcp, peer) = tokio::select! {
             biased;
@@ -175,6 +190,20 @@ pub(crate) async fn serve(
         };
         // Small responses must not wait for delayed ACKs (Nagle).
         let _ = tcp.set_nodelay(true);
+        let Some(client) = per_client.enter(peer.ip()) else {
+            shared.metrics.http_connections_refused.inc();
+            if client_cap_warned.is_none_or(|at| at.elapsed() >= CAP_WARNING_EVERY) {
+                client_cap_warned = Some(Instant::now());
+                tracing::warn!(
+                    client = %peer.ip(),
+                    max_connections_per_client = edge.max_connections_per_client,
+                    "a client is at its connection cap: its new connections are answered 503 \
+                     (see sless_http_connections_refused_total)"
+                );
+            }
+            refuse_at_most(&refusing, tcp, &shared.client_refusal, &done);
+            continue;
+        };
         match connections.clone().try_acquire_owned() {
             Ok(permit) => {
                 let (shared, router, closing, done) =
@@ -182,7 +211,7 @@ pub(crate) async fn serve(
                 tokio::spawn(async move {
                     // Held for the connection's life (named, so moved in): its place under the
                     // cap, the shutdown's count of connections, the gauge.
-                    let _held = (permit, done, Open::count(&shared.metrics));
+                    let _held = (permit, client, done, Open::count(&shared.metrics));
                     connection(tcp, peer, router, &shared, closing).await;
                 });
             }
@@ -238,12 +267,58 @@ impl Drop for Open {
     }
 }
 
+/// The connections held per client address, for `max_connections_per_client`.
+#[derive(Clone)]
+struct PerClient {
+    max: usize,
+    held: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+}
+
+impl PerClient {
+    fn new(max: usize) -> PerClient {
+        PerClient { max, held: Arc::default() }
+    }
+
+    /// A place for one more connection from `ip`, held until dropped; `None` if `ip` holds
+    /// `max` already.
+    fn enter(&self, ip: std::net::IpAddr) -> Option<ClientPlace> {
+        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = held.entry(ip).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(ClientPlace { of: self.clone(), ip })
+    }
+}
+
+/// One connection of a client under `max_connections_per_client`, until dropped (also when
+/// its task panics).
+struct ClientPlace {
+    of: PerClient,
+    ip: std::net::IpAddr,
+}
+
+impl Drop for ClientPlace {
+    fn drop(&mut self) {
+        let mut held = self.of.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// What every connection task reads.
 struct Shared {
     http: hyper::server::conn::http1::Builder,
     edge: Edge,
     /// The whole answer to a connection over the cap.
     refusal: Bytes,
+    /// The whole answer to a connection over its client's cap.
+    client_refusal: Bytes,
     metrics: Arc<Metrics>,
 }
 
@@ -257,11 +332,23 @@ fn is_connection_error(e: &io::Error) -> bool {
 
 /// The 503 a connection over the cap gets, as raw HTTP/1.1.
 fn refusal(max_connections: usize) -> Bytes {
+    problem_503(&format!("the server holds its limit of {max_connections} connections; try again later"))
+}
+
+/// The 503 a connection over its client address's cap gets, as raw HTTP/1.1.
+fn client_refusal(max_per_client: usize) -> Bytes {
+    problem_503(&format!(
+        "this client address holds its limit of {max_per_client} connections; close one or try again later"
+    ))
+}
+
+/// A 503 `too-many-connections` problem saying `detail`, as raw HTTP/1.1.
+fn problem_503(detail: &str) -> Bytes {
     let body = serde_json::json!({
         "type": "https://sless.dev/problems/too-many-connections",
         "title": "Too many connections",
         "status": 503,
-        "detail": format!("the server holds its limit of {max_connections} connections; try again later"),
+        "detail": detail,
     })
     .to_string();
     Bytes::from(format!(

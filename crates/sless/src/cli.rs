@@ -466,6 +466,16 @@ pub struct ServerArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub max_connections: u64,
+    /// Most HTTP connections at once from one client address; one more from it is answered
+    /// 503 like one over --max-connections. Behind a reverse proxy (every client has its
+    /// address) set it to --max-connections, where it never applies.
+    #[arg(
+        long,
+        env = "SLESS_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = 256,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_connections_per_client: u64,
     /// Largest request head (request line and headers), in bytes; a larger one gets 431.
     #[arg(
         long,

@@ -281,6 +281,7 @@ fn edge(args: &ServerArgs) -> Edge {
         body_total_timeout: Duration::from_millis(args.body_total_timeout_ms),
         keep_alive_timeout: Duration::from_millis(args.keep_alive_timeout_ms),
         max_connections: count(args.max_connections),
+        max_connections_per_client: count(args.max_connections_per_client),
         max_header_bytes: count(args.max_header_bytes),
         max_headers: count(args.max_headers),
     }

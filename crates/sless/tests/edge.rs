@@ -275,6 +275,66 @@ async fn beyond_the_connection_cap_a_new_connection_gets_503_while_held_ones_wor
     }
 }
 
+/// A connection to the server from the loopback address `from` (127.0.0.2 is another client
+/// than 127.0.0.1 to the server: Linux routes all of 127/8 to loopback).
+async fn connect_from(server: &Server, from: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(format!("{from}:0").parse().expect("address")).expect("bind");
+    socket.connect(addr(server).parse().expect("server address")).await.expect("connect")
+}
+
+#[tokio::test]
+async fn one_client_reconnecting_slowloris_style_holds_only_its_share_of_connections() {
+    let server = Server::start_with(&[
+        "--max-connections",
+        "8",
+        "--max-connections-per-client",
+        "3",
+        "--header-read-timeout-ms",
+        "30000",
+    ]);
+    let host = addr(&server);
+    // Three connections of one client that never finish their heads: held, not answered.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = connect(&server).await;
+        stream.write_all(b"GET /healthz HTTP/1.1\r\n").await.expect("write");
+        held.push(stream);
+    }
+    // Its fourth is refused, though the server holds 3 of its 8.
+    let mut extra = connect(&server).await;
+    let _ = extra.write_all(&healthz(&host)).await;
+    let refused = read_response(&mut extra).await;
+    let body = problem(&refused, 503, "too-many-connections");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("client address") && detail.contains('3'), "{body}");
+    assert!(refused.1.to_ascii_lowercase().contains("retry-after: 1"), "{}", refused.1);
+    assert!(read_until_closed(&mut extra, Duration::from_secs(5)).await.1, "a refused connection is closed");
+    assert!(server.log().contains("a client is at its connection cap"), "{}", server.log());
+    // Another client address is not held to it.
+    let mut other = connect_from(&server, "127.0.0.2").await;
+    other.write_all(format!("GET /metrics HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes()).await.expect("write");
+    let (status, _, text) = read_response(&mut other).await;
+    assert_eq!(status, 200);
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.lines().any(|l| l == "sless_http_connections 4"), "{text}");
+    assert!(text.lines().any(|l| l == "sless_http_connections_refused_total 1"), "{text}");
+    // One of the first client's closes: its place is free for it again.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = connect(&server).await;
+        let _ = stream.write_all(&healthz(&host)).await;
+        let (status, head, _) = read_response(&mut stream).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{head}");
+        assert!(Instant::now() < deadline, "a freed place is never taken again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn too_many_or_too_large_header_fields_get_431() {
     // Set by the flags' variables, as a container would.
@@ -395,6 +455,7 @@ fn server_and_up_help_list_the_edge_flags_with_their_variables() {
             ("--body-total-timeout-ms", "SLESS_BODY_TOTAL_TIMEOUT_MS", "600000"),
             ("--keep-alive-timeout-ms", "SLESS_KEEP_ALIVE_TIMEOUT_MS", "75000"),
             ("--max-connections", "SLESS_MAX_CONNECTIONS", "512"),
+            ("--max-connections-per-client", "SLESS_MAX_CONNECTIONS_PER_CLIENT", "256"),
             ("--max-header-bytes", "SLESS_MAX_HEADER_BYTES", "65536"),
             ("--max-headers", "SLESS_MAX_HEADERS", "100"),
         ] {

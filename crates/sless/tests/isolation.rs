@@ -15,12 +15,14 @@ use std::process::Command;
 use common::{Server, processes_mentioning};
 use serde_json::{Value, json};
 
-/// A function that returns its pid, code folder and credentials, and holds a secret in its
-/// environment.
+/// A function that returns its pid (in its own pid namespace: 1), its temp folder (one per
+/// instance: the test finds its host pid by it), code folder and credentials, and holds a
+/// secret in its environment.
 const VICTIM: &str = r#"
 import os
 def handler(event, context):
-    return {"pid": os.getpid(), "code_dir": os.environ["SLESS_CODE_DIR"], "uid": os.getuid()}
+    return {"pid": os.getpid(), "tmp": os.environ["TMPDIR"], "code_dir": os.environ["SLESS_CODE_DIR"],
+            "uid": os.getuid()}
 "#;
 
 /// The spy: each escape, reported as "denied: <exception>" or "ALLOWED: <what it got>"; the
@@ -89,6 +91,8 @@ def handler(event, context):
     t("pidfd_getfd another instance's socket", lambda: sys_call(438, os.pidfd_open(victim), 3, 0))
     t("pidfd_getfd through a raw pidfd_open", lambda: sys_call(438, sys_call(434, victim, 0), 3, 0))
     t("kill another function's process", lambda: os.kill(victim, signal.SIGKILL))
+    t("signal another function's process", lambda: os.kill(victim, 0))
+    t("see another function's process", lambda: os.stat("/proc/%d" % victim))
     t("signal the server", lambda: os.kill(server, 0))
     t("ptrace another function", lambda: sys_call(101 if os.uname().machine == "x86_64" else 117, 16, victim, 0, 0))
     t("process_vm_readv another function",
@@ -105,6 +109,8 @@ def handler(event, context):
     out["uid"] = os.getuid()
     out["groups"] = os.getgroups()
     out["sees the server"] = os.path.exists("/proc/%d" % server)
+    out["pid"] = os.getpid()
+    out["proc pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
     # positive controls
     out["ok: read own code"] = read(code + "/main.py", 20).decode()
     out["ok: write TMPDIR"] = write(os.environ["TMPDIR"] + "/ok.txt")
@@ -144,6 +150,8 @@ exports.handler = async (event) => {
   t("read another function's environ", () => read(`/proc/${a.victim_pid}/environ`));
   t("open another function's mem", () => fs.closeSync(fs.openSync(`/proc/${a.victim_pid}/mem`, 'r')));
   t("kill another function's process", () => process.kill(a.victim_pid, 'SIGKILL'));
+  t("signal another function's process", () => process.kill(a.victim_pid, 0));
+  t("see another function's process", () => fs.statSync(`/proc/${a.victim_pid}`));
   t('signal the server', () => process.kill(a.server_pid, 0));
   t('write into its code folder', () => fs.writeFileSync(code + '/spy.txt', 'x'));
   t('write into the data folder', () => fs.writeFileSync(a.data + '/spy.txt', 'x'));
@@ -151,6 +159,8 @@ exports.handler = async (event) => {
   out.uid = process.getuid();
   out.groups = process.getgroups();
   out['sees the server'] = fs.existsSync(`/proc/${a.server_pid}`);
+  out.pid = process.pid;
+  out['proc pids'] = fs.readdirSync('/proc').filter((p) => /^[0-9]+$/.test(p)).map(Number).sort((x, y) => x - y);
   out['ok: read own code'] = read(code + '/index.js').slice(0, 20);
   fs.writeFileSync(process.env.TMPDIR + '/ok.txt', 'ok');
   out['ok: write TMPDIR'] = process.env.TMPDIR + '/ok.txt';
@@ -240,11 +250,14 @@ fn stopped_by(attempt: &str) -> &'static [&'static str] {
         "read the server's environ" | "read another function's environ" | "open another function's mem" => {
             &["uid-per-function", "landlock"]
         }
-        "read the server's cmdline" => &["private-proc"],
+        "read the server's cmdline" => &["private-proc", "pid-namespace"],
+        "see another function's process" => &["private-proc", "pid-namespace"],
         "pidfd_getfd another instance's socket" | "pidfd_getfd through a raw pidfd_open" => {
             &["seccomp", "uid-per-function", "landlock"]
         }
-        "kill another function's process" | "signal the server" => &["uid-per-function", "landlock-scopes"],
+        "kill another function's process" | "signal another function's process" | "signal the server" => {
+            &["uid-per-function", "landlock-scopes", "pid-namespace"]
+        }
         "ptrace another function" | "process_vm_readv another function" => &["seccomp", "uid-per-function", "landlock"],
         "write into its code folder" => &["mount-namespace", "landlock"],
         "mount a tmpfs" => &["seccomp", "uid-per-function"],
@@ -252,6 +265,20 @@ fn stopped_by(attempt: &str) -> &'static [&'static str] {
         "become root" => &["uid-per-function"],
         other => panic!("no protection listed for {other:?}"),
     }
+}
+
+/// The victim's pid on the host (in a pid namespace of its own it says 1).
+fn victim_host_pid(victim: &Value, active: &BTreeSet<String>) -> u32 {
+    let tmp = victim["tmp"].as_str().expect("tmp");
+    let found = common::pids_with_tmpdir(tmp);
+    let [host] = found[..] else { panic!("one process runs with TMPDIR={tmp}: {found:?}") };
+    let own = victim["pid"].as_u64().expect("pid");
+    if active.contains("pid-namespace") {
+        assert_eq!(own, 1, "the victim is pid 1 of its own pid namespace: {victim}");
+    } else {
+        assert_eq!(u64::from(host), own, "without a pid namespace it sees its host pid");
+    }
+    host
 }
 
 async fn spy_on(server: &Server, spy: &str, victim: &Value, active: &BTreeSet<String>) -> Value {
@@ -262,7 +289,7 @@ async fn spy_on(server: &Server, spy: &str, victim: &Value, active: &BTreeSet<St
     let body = json!({
         "data": server.data,
         "server_pid": server_pid,
-        "victim_pid": victim["pid"],
+        "victim_pid": victim_host_pid(victim, active),
         "victim_code": victim["code_dir"],
         "tag": tag,
     });
@@ -327,6 +354,20 @@ async fn spy_on(server: &Server, spy: &str, victim: &Value, active: &BTreeSet<St
     if active.contains("private-proc") {
         assert_eq!(out["sees the server"], false);
     }
+    if active.contains("pid-namespace") {
+        // Its own pid namespace: it is pid 1 and /proc lists nothing else (the orphan below is
+        // not started yet); other processes are not there at all (ESRCH, not EPERM).
+        assert_eq!((&out["pid"], &out["proc pids"]), (&json!(1), &json!([1])), "{spy}: {out}");
+        for attempt in ["kill another function's process", "signal another function's process", "signal the server"] {
+            let text = out[attempt].as_str().unwrap_or_default();
+            assert!(
+                text.contains("ProcessLookupError") || text.contains("ESRCH"),
+                "{spy}: {attempt}: no such process in its namespace: {text}"
+            );
+        }
+    } else {
+        println!("{spy}: its pid namespace is not checked here (pid-namespace is not active)");
+    }
     let orphan = out["orphan"].as_u64().expect("orphan pid");
     assert!(orphan > 0);
     let seen = Instant::now() + Duration::from_secs(3);
@@ -372,7 +413,7 @@ async fn a_spy_function_cannot_escape_its_sandbox_on_either_start_path() {
     assert!(!active.iter().any(|p| p.contains(' ') || p.contains('=')), "parsed: {active:?}");
     // Root gets the protections that need privileges (docs/security.md).
     if running_as_root() {
-        for p in ["uid-per-function", "mount-namespace", "private-proc"] {
+        for p in ["uid-per-function", "mount-namespace", "private-proc", "pid-namespace"] {
             assert!(active.contains(p), "as root, {p} is in force: {line}\n{}", server.log());
         }
     }
@@ -401,7 +442,7 @@ async fn a_spy_function_cannot_escape_its_sandbox_on_either_start_path() {
     assert_ne!(pooled["uid"], started["uid"], "two functions, two uids");
     // The victim survived every attempt: same process, still answering.
     let (s, _, again) = server.invoke("victim", "GET", "", None).await;
-    assert_eq!((s, &again["pid"]), (200, &victim["pid"]), "{again}");
+    assert_eq!((s, &again["tmp"]), (200, &victim["tmp"]), "the same instance: {again}");
     let log = server.log();
     for secret in ["sless_canary_admin_token", "server-secret-canary"] {
         assert!(!pooled.to_string().contains(secret) && !started.to_string().contains(secret), "{secret} leaked");
@@ -474,7 +515,7 @@ async fn a_node_spy_cannot_escape_either() {
         assert_ne!(pooled["uid"], started["uid"]);
     }
     let (s, _, again) = server.invoke("victim", "GET", "", None).await;
-    assert_eq!((s, &again["pid"]), (200, &victim["pid"]), "{again}");
+    assert_eq!((s, &again["tmp"]), (200, &victim["tmp"]), "the same instance: {again}");
 }
 
 #[tokio::test]
@@ -497,7 +538,7 @@ async fn a_server_that_is_not_root_still_sandboxes_with_landlock_and_seccomp() {
     let server = Server::start_through(wrapper, dir.path(), args, &[]);
     let (line, active) = active_protections(&server);
     println!("start-up line: {line}");
-    for p in ["uid-per-function", "mount-namespace", "private-proc", "not-dumpable"] {
+    for p in ["uid-per-function", "mount-namespace", "private-proc", "pid-namespace", "not-dumpable"] {
         assert!(!active.contains(p), "{p} needs root: {line}");
     }
     assert!(active.contains("no-new-privileges"), "{line}");
@@ -515,7 +556,7 @@ async fn a_server_that_is_not_root_still_sandboxes_with_landlock_and_seccomp() {
     server.deploy("spy-js", "nodejs20", "index.handler", &[("index.js", NODE_SPY)], env).await;
     spy_on(&server, "spy-js", &victim, &active).await;
     let (s, _, again) = server.invoke("victim", "GET", "", None).await;
-    assert_eq!((s, &again["pid"]), (200, &victim["pid"]), "{again}");
+    assert_eq!((s, &again["tmp"]), (200, &victim["tmp"]), "the same instance: {again}");
 }
 
 /// Found by an attack on the first sandbox: the dependency install of a build ran as root
@@ -703,4 +744,60 @@ def handler(event, context):
     }
     let (s, _, b) = server.invoke("calm", "GET", "/", None).await;
     assert_eq!((s, b), (200, json!("ok")));
+}
+
+/// A function that leaves a process behind: a grandchild in a session of its own (double
+/// fork + `setsid`), sleeping with the event's body in its command line.
+const ORPHANER: &str = r#"
+import os, subprocess, sys
+def handler(event, context):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", event["body"]],
+                             start_new_session=True, close_fds=True)
+        os.write(w, str(p.pid).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return {"orphan": int(os.read(r, 32) or b"0"), "pid": os.getpid()}
+"#;
+
+/// With a pid namespace per process, what a function leaves running dies with its runtime
+/// (pid 1 of the namespace) even when nothing of the server cleans up: the server is killed
+/// (SIGKILL, so no cgroup is killed and no uid swept), each runtime sees its control socket
+/// close and exits, and the kernel kills the rest of its namespace. Without it the orphan runs
+/// on until the next start's clean-up (docs/security.md, "PID namespaces").
+#[tokio::test]
+async fn a_functions_orphan_dies_with_its_runtime_even_when_the_server_is_killed() {
+    let server = Server::start();
+    let (line, active) = active_protections(&server);
+    println!("start-up line: {line}");
+    let port = server.url.rsplit(':').next().unwrap_or_default().to_string();
+    let tag = format!("sless-orphan-of-killed-server-{}-{port}", std::process::id());
+    server.deploy("parent", "python3.11", "main.handler", &[("main.py", ORPHANER)], json!({})).await;
+    let (s, _, out) = server.invoke("parent", "POST", "", Some(&tag)).await;
+    assert_eq!(s, 200, "{out}");
+    let seen = Instant::now() + Duration::from_secs(5);
+    while processes_mentioning(&tag).is_empty() {
+        assert!(Instant::now() < seen, "the orphan does not run: {out}\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if !active.contains("pid-namespace") {
+        println!("the orphan outlives a killed server here (pid-namespace is not active): {line}");
+        drop(server);
+        kill_tagged(&tag);
+        return;
+    }
+    assert_eq!(out["pid"], 1, "the runtime is pid 1 of its namespace: {out}");
+    drop(server); // SIGKILL: nothing of the server runs its clean-up
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !processes_mentioning(&tag).is_empty() {
+        if Instant::now() > deadline {
+            let left = processes_mentioning(&tag);
+            kill_tagged(&tag);
+            panic!("the orphan outlived its runtime: {left:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 use common::{Server, zip};
 use serde_json::{Value, json};
 
-const PID_AFTER: &str = "import os, time\ndef handler(event, context):\n    time.sleep(float((event['queryStringParameters'] or {}).get('s', '0')))\n    return os.getpid()\n";
+/// Sleeps `?s=` seconds and answers its instance (its temp folder: the pid of an instance, pid 1
+/// of a namespace of its own, names none; see `common::pids_with_tmpdir`).
+const INSTANCE_AFTER: &str = "import os, time\ndef handler(event, context):\n    time.sleep(float((event['queryStringParameters'] or {}).get('s', '0')))\n    return os.environ['TMPDIR']\n";
 
-fn alive(pid: &Value) -> bool {
-    std::path::Path::new(&format!("/proc/{}", pid.as_u64().expect("pid"))).exists()
+/// Whether the instance named `instance` (see `INSTANCE_AFTER`) still runs.
+fn alive(instance: &Value) -> bool {
+    !common::pids_with_tmpdir(instance.as_str().expect("an instance's TMPDIR")).is_empty()
 }
 
 async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
@@ -25,7 +28,7 @@ async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
 #[tokio::test]
 async fn an_idle_instance_stops_and_the_next_call_starts_one() {
     let server = Server::start_with(&["--idle-timeout-sec", "1"]);
-    server.deploy("nap", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({})).await;
+    server.deploy("nap", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], json!({})).await;
     let (s, _, first) = server.invoke("nap", "GET", "", None).await;
     assert_eq!(s, 200);
     assert!(alive(&first));
@@ -56,9 +59,11 @@ async fn an_idle_instance_stops_and_the_next_call_starts_one() {
 #[tokio::test]
 async fn parallel_slow_calls_scale_out_and_surplus_instances_scale_down() {
     let server = Server::start_with(&["--scale-down-delay-sec", "1"]);
-    server.deploy("wide", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"max_instances": 3})).await;
+    server
+        .deploy("wide", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], json!({"max_instances": 3}))
+        .await;
     let calls = (0..3).map(|_| server.invoke("wide", "GET", "?s=1", None));
-    let pids: Vec<Value> = futures::future::join_all(calls)
+    let instances: Vec<Value> = futures::future::join_all(calls)
         .await
         .into_iter()
         .map(|(s, _, b)| {
@@ -66,19 +71,19 @@ async fn parallel_slow_calls_scale_out_and_surplus_instances_scale_down() {
             b
         })
         .collect();
-    let distinct: std::collections::BTreeSet<String> = pids.iter().map(Value::to_string).collect();
-    assert_eq!(distinct.len(), 3, "three calls, three instances: {pids:?}");
+    let distinct: std::collections::BTreeSet<String> = instances.iter().map(Value::to_string).collect();
+    assert_eq!(distinct.len(), 3, "three calls, three instances: {instances:?}");
     // Load falls: two drain and stop, one stays (its idle timeout is 300 s).
-    wait_until("surplus instances stop", async || pids.iter().filter(|p| alive(p)).count() == 1).await;
+    wait_until("surplus instances stop", async || instances.iter().filter(|p| alive(p)).count() == 1).await;
     let (_, _, again) = server.invoke("wide", "GET", "", None).await;
-    assert!(pids.contains(&again), "the remaining instance serves");
+    assert!(instances.contains(&again), "the remaining instance serves");
 }
 
 #[tokio::test]
 async fn at_the_server_wide_cap_an_idle_instance_of_another_function_makes_room() {
     let server = Server::start_with(&["--max-instances", "1"]);
-    server.deploy("one", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({})).await;
-    server.deploy("two", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({})).await;
+    server.deploy("one", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], json!({})).await;
+    server.deploy("two", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], json!({})).await;
     let (_, _, one) = server.invoke("one", "GET", "", None).await;
     let (s, _, two) = server.invoke("two", "GET", "", None).await;
     assert_eq!(s, 200);
@@ -95,7 +100,9 @@ async fn at_the_server_wide_cap_an_idle_instance_of_another_function_makes_room(
     assert_eq!(b.0.0, 200, "{:?}", b.0.2);
     assert!(b.1 >= Duration::from_millis(400), "it waited for room: {:?}", b.1);
     // A call whose timeout passes first gets 429.
-    server.deploy("short", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"timeout_sec": 1})).await;
+    server
+        .deploy("short", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], json!({"timeout_sec": 1}))
+        .await;
     let (a, b) = tokio::join!(server.invoke("one", "GET", "?s=3", None), async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         server.invoke("short", "GET", "", None).await
@@ -108,8 +115,8 @@ async fn at_the_server_wide_cap_an_idle_instance_of_another_function_makes_room(
 #[tokio::test]
 async fn parallel_calls_of_several_functions_never_run_more_instances_than_the_cap() {
     let server = Server::start_with(&["--max-instances", "2", "--warm-pool-size", "0"]);
-    // Each call returns its process id and when it ran (Unix ms).
-    let code = "import os, time\ndef handler(event, context):\n    start = time.time()\n    time.sleep(0.3)\n    return [os.getpid(), start, time.time()]\n";
+    // Each call returns its instance (its temp folder) and when it ran (Unix ms).
+    let code = "import os, time\ndef handler(event, context):\n    start = time.time()\n    time.sleep(0.3)\n    return [os.environ['TMPDIR'], start, time.time()]\n";
     for name in ["a", "b", "c"] {
         server.deploy(name, "python3.11", "main.handler", &[("main.py", code)], json!({"max_instances": 4})).await;
     }
@@ -118,12 +125,15 @@ async fn parallel_calls_of_several_functions_never_run_more_instances_than_the_c
     let mut spans = Vec::new();
     for (s, _, b) in &answers {
         assert_eq!(*s, 200, "{b}");
-        spans.push((b[0].as_u64().expect("pid"), b[1].as_f64().expect("start"), b[2].as_f64().expect("end")));
+        spans.push((b[0].to_string(), b[1].as_f64().expect("start"), b[2].as_f64().expect("end")));
     }
     // At no call's start were more than 2 distinct processes running calls.
     for (_, start, _) in &spans {
-        let running: std::collections::BTreeSet<u64> =
-            spans.iter().filter(|(_, s, e)| s <= start && start < e).map(|(pid, _, _)| *pid).collect();
+        let running: std::collections::BTreeSet<&str> = spans
+            .iter()
+            .filter(|(_, s, e)| s <= start && start < e)
+            .map(|(instance, _, _)| instance.as_str())
+            .collect();
         assert!(running.len() <= 2, "{} processes at once: {spans:?}", running.len());
     }
 }
@@ -132,7 +142,13 @@ async fn parallel_calls_of_several_functions_never_run_more_instances_than_the_c
 async fn a_spec_change_stops_the_previous_specs_idle_instance() {
     let server = Server::start_with(&["--warm-pool-size", "0"]);
     server
-        .deploy("respec", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"idle_timeout_sec": 600}))
+        .deploy(
+            "respec",
+            "python3.11",
+            "main.handler",
+            &[("main.py", INSTANCE_AFTER)],
+            json!({"idle_timeout_sec": 600}),
+        )
         .await;
     let (_, _, old) = server.invoke("respec", "GET", "", None).await;
     let (s, _, b) = server.send(server.http.patch(server.api("/respec")).json(&json!({"env": {"A": "1"}}))).await;
@@ -147,7 +163,9 @@ async fn a_spec_change_stops_the_previous_specs_idle_instance() {
 #[tokio::test]
 async fn disabling_a_function_lets_running_calls_finish_and_refuses_waiting_ones() {
     let server = Server::start_with(&["--warm-pool-size", "0"]);
-    server.deploy("stop", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({"max_instances": 1})).await;
+    server
+        .deploy("stop", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], json!({"max_instances": 1}))
+        .await;
     let (_, _, pid) = server.invoke("stop", "GET", "", None).await;
     let started = Instant::now();
     let calls = (0..3).map(|_| async {
@@ -254,9 +272,8 @@ async fn one_instance_serves_concurrency_calls_at_once() {
     // No queue: a call that found no free slot would get 429.
     let server = Server::start_with(&["--max-queue-per-function", "0"]);
     let spec = json!({"concurrency": 3, "max_instances": 1});
-    server.deploy("multi", "python3.11", "main.handler", &[("main.py", PID_AFTER)], spec.clone()).await;
-    let node =
-        "exports.handler = async (event) => { await new Promise(r => setTimeout(r, 1000)); return process.pid; };";
+    server.deploy("multi", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], spec.clone()).await;
+    let node = "exports.handler = async (event) => { await new Promise(r => setTimeout(r, 1000)); return process.env.TMPDIR; };";
     server.deploy("multi-js", "nodejs20", "index.handler", &[("index.js", node)], spec).await;
     for name in ["multi", "multi-js"] {
         let calls = (0..3).map(|_| server.invoke(name, "GET", "?s=1", None));
@@ -280,13 +297,13 @@ fn pids_mentioning(needle: &str) -> std::collections::BTreeSet<u64> {
 async fn a_cold_start_specialises_a_warm_pool_process_and_the_pool_refills() {
     let server = Server::start_with(&["--warm-pool-size", "1"]);
     let shims = server.data.join("runtimes").display().to_string();
-    server.deploy("pooled", "python3.11", "main.handler", &[("main.py", PID_AFTER)], json!({})).await;
+    server.deploy("pooled", "python3.11", "main.handler", &[("main.py", INSTANCE_AFTER)], json!({})).await;
     server
         .deploy(
             "pooled-js",
             "nodejs20",
             "index.handler",
-            &[("index.js", "exports.handler = async () => process.pid;")],
+            &[("index.js", "exports.handler = async () => process.env.TMPDIR;")],
             json!({}),
         )
         .await;
@@ -297,12 +314,19 @@ async fn a_cold_start_specialises_a_warm_pool_process_and_the_pool_refills() {
         warm.len() == 2
     })
     .await;
-    let (s, _, pid) = server.invoke("pooled", "GET", "", None).await;
+    let host_pid = |instance: &Value| {
+        let found = common::pids_with_tmpdir(instance.as_str().expect("an instance's TMPDIR"));
+        let [pid] = found[..] else { panic!("one process of {instance}: {found:?}") };
+        u64::from(pid)
+    };
+    let (s, _, instance) = server.invoke("pooled", "GET", "", None).await;
     assert_eq!(s, 200);
-    assert!(warm.contains(&pid.as_u64().expect("pid")), "served by a warm-pool process: {pid} not in {warm:?}");
-    let (s, _, js_pid) = server.invoke("pooled-js", "GET", "", None).await;
+    let pid = host_pid(&instance);
+    assert!(warm.contains(&pid), "served by a warm-pool process: {pid} not in {warm:?}");
+    let (s, _, js_instance) = server.invoke("pooled-js", "GET", "", None).await;
     assert_eq!(s, 200);
-    assert!(warm.contains(&js_pid.as_u64().expect("pid")), "{js_pid} not in {warm:?}");
+    let js_pid = host_pid(&js_instance);
+    assert!(warm.contains(&js_pid), "{js_pid} not in {warm:?}");
     // Both were taken; the pool starts new generic processes.
     wait_until("the pool refills", async || pids_mentioning(&shims).difference(&warm).count() == 2).await;
     // The record says which kind of cold start it was.

@@ -280,6 +280,26 @@ pub fn zip_dir(dir: &Path) -> Vec<u8> {
     w.finish().expect("finish").into_inner()
 }
 
+/// Host pids of the processes started with `TMPDIR=tmp` in their environment. Each instance has
+/// a temp folder of its own (a warm-pool process is started with the one it keeps), so a
+/// function returning its `TMPDIR` names its instance; its own pid does not, since each
+/// instance is pid 1 of a pid namespace of its own where the server is root (docs/security.md,
+/// "PID namespaces"). Children the instance started inherit the variable and are listed too.
+pub fn pids_with_tmpdir(tmp: &str) -> Vec<u32> {
+    let needle = format!("TMPDIR={tmp}\0");
+    let mut found: Vec<u32> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| String::from_utf8_lossy(&env).contains(needle.as_str()))
+        })
+        .collect();
+    found.sort_unstable();
+    found
+}
+
 /// Processes whose command line mentions `needle` (to check nothing was left behind).
 pub fn processes_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
