@@ -9,12 +9,13 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use sless_control::{CallSource, Rejection};
-use sless_core::event::{HttpRequest, http_event};
+use sless_core::event::{HttpRequest, add_forwarded, http_event};
 use sless_core::invocation::Source;
 use sless_core::names::validate_name;
 use sless_core::trigger::HttpAuth;
 
 use crate::body::read_limited;
+use crate::edge::{LocalPort, RawHead};
 use crate::extract::Path;
 use crate::{ApiResult, AppError, AppState, auth};
 
@@ -110,6 +111,42 @@ pub(crate) async fn public(
     call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }, strip).await
 }
 
+/// The request's headers for the event, in arrival order, names as the client spelled them
+/// (from the edge's [`RawHead`]; lowercase when it is not known): without `Proxy-Authorization`
+/// (the hop's), and without `Authorization` when it is the platform's token.
+fn event_headers(parts: &axum::http::request::Parts, strip_authorization: bool) -> Vec<(String, String)> {
+    let keep = |name: &HeaderName| {
+        !(strip_authorization && *name == header::AUTHORIZATION) && *name != header::PROXY_AUTHORIZATION
+    };
+    let value = |v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+    let raw = parts.extensions.get::<RawHead>();
+    if let Some(names) = raw.and_then(|r| r.spellings(&parts.headers)) {
+        // The i-th field of a name in the head is the i-th value hyper keeps for it.
+        let mut seen: Vec<(HeaderName, usize)> = Vec::new();
+        let mut out = Vec::with_capacity(names.len());
+        for spelled in names {
+            let Ok(name) = HeaderName::from_bytes(spelled.as_bytes()) else { continue };
+            let n = match seen.iter_mut().find(|(k, _)| *k == name) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    seen.push((name.clone(), 0));
+                    0
+                }
+            };
+            if let Some(v) = parts.headers.get_all(&name).iter().nth(n)
+                && keep(&name)
+            {
+                out.push((spelled.to_string(), value(v)));
+            }
+        }
+        return out;
+    }
+    parts.headers.iter().filter(|(name, _)| keep(name)).map(|(n, v)| (n.as_str().to_string(), value(v))).collect()
+}
+
 async fn call(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -151,17 +188,11 @@ async fn call(
         }
     };
     let request_id = uuid::Uuid::now_v7().to_string();
-    let headers: Vec<(String, String)> = parts
-        .headers
-        .iter()
-        // Proxy credentials are for the hop, never the function's.
-        .filter(|(name, _)| {
-            !(strip_authorization && *name == header::AUTHORIZATION) && *name != header::PROXY_AUTHORIZATION
-        })
-        .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-        .collect();
+    let source_ip = peer.ip().to_canonical().to_string();
+    let mut headers = event_headers(&parts, strip_authorization);
+    let port = parts.extensions.get::<LocalPort>().map_or(0, |p| p.0);
+    add_forwarded(&mut headers, &source_ip, "http", port);
     let path = format!("/{}", p.path.as_deref().unwrap_or_default());
-    let source_ip = peer.ip().to_string();
     let event = http_event(&HttpRequest {
         method: parts.method.as_str(),
         path: &path,
@@ -171,6 +202,7 @@ async fn call(
         source_ip: &source_ip,
         request_id: &request_id,
         request_time_epoch_ms: chrono::Utc::now().timestamp_millis(),
+        api_id: &p.ns,
     });
     let answer = state
         .dispatcher
