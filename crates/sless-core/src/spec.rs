@@ -24,6 +24,9 @@ pub const CONCURRENCY_RANGE: std::ops::RangeInclusive<u32> = 1..=100;
 pub const MAX_ENV_BYTES: usize = 32 * 1024;
 /// Env names reserved for the platform (a function may not set them).
 pub const RESERVED_ENV_PREFIXES: [&str; 2] = ["SLESS_", "AWS_LAMBDA_"];
+/// Env names of Lambda's runtime that the platform sets and a function may not (Lambda
+/// reserves them too; docs/writing-functions.md, "Environment").
+pub const RESERVED_ENV_NAMES: [&str; 4] = ["_HANDLER", "AWS_EXECUTION_ENV", "LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR"];
 
 /// What the user declares about a function. Serialised flat, as in the API's function object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,6 +209,9 @@ fn parse_env(value: Option<&Value>) -> Result<BTreeMap<String, String>> {
         if let Some(prefix) = RESERVED_ENV_PREFIXES.iter().find(|p| key.starts_with(**p)) {
             return Err(Error::field(field, format!("names starting with {prefix} are reserved")));
         }
+        if RESERVED_ENV_NAMES.contains(&key.as_str()) {
+            return Err(Error::field(field, "this name is reserved: the platform sets it"));
+        }
         // Values are secrets: the error never echoes them.
         let Value::String(value) = value else {
             return Err(Error::field(field, "value must be a string (quote numbers and booleans)"));
@@ -275,6 +281,10 @@ mod tests {
             FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"SLESS_X": "x"}}))
                 .expect_err("reserved");
         assert!(err.to_string().starts_with("env.SLESS_X: "));
+        let err =
+            FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"_HANDLER": "x"}}))
+                .expect_err("reserved");
+        assert!(err.to_string().starts_with("env._HANDLER: "), "{err}");
         let err =
             FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"S": {"secret": 1}}}))
                 .expect_err("obj");

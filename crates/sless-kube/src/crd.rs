@@ -100,12 +100,12 @@ pub struct FunctionSpec {
     #[serde(default = "default_timeout_sec")]
     #[schemars(range(min = 1, max = 900))]
     pub timeout_sec: u32,
-    /// Environment variables (names `[A-Za-z_][A-Za-z0-9_]*`; `SLESS_*` and `AWS_LAMBDA_*`
-    /// are reserved).
+    /// Environment variables (names `[A-Za-z_][A-Za-z0-9_]*`; `SLESS_*`, `AWS_LAMBDA_*`,
+    /// `_HANDLER`, `AWS_EXECUTION_ENV`, `LAMBDA_TASK_ROOT` and `LAMBDA_RUNTIME_DIR` are reserved).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = [{
-        "rule": "self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && !k.startsWith('SLESS_') && !k.startsWith('AWS_LAMBDA_'))",
-        "message": "env names are [A-Za-z_][A-Za-z0-9_]*, and SLESS_* and AWS_LAMBDA_* are reserved"
+        "rule": "self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && !k.startsWith('SLESS_') && !k.startsWith('AWS_LAMBDA_') && !(k in ['_HANDLER', 'AWS_EXECUTION_ENV', 'LAMBDA_TASK_ROOT', 'LAMBDA_RUNTIME_DIR']))",
+        "message": "env names are [A-Za-z_][A-Za-z0-9_]*, and SLESS_*, AWS_LAMBDA_*, _HANDLER, AWS_EXECUTION_ENV, LAMBDA_TASK_ROOT and LAMBDA_RUNTIME_DIR are reserved"
     }]))]
     pub env: BTreeMap<String, String>,
     /// A disabled function keeps its code but answers 503 (default true).

@@ -71,7 +71,11 @@ impl LaunchSpec {
             ("HOME".into(), self.view.of(tmp_dir).display().to_string()),
             ("TMPDIR".into(), self.view.of(tmp_dir).display().to_string()),
         ];
+        // Lambda's variables that a function may set itself (its `env` comes after them and wins).
+        env.extend(LAMBDA_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env.extend(t.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let code_dir = self.view.of(&self.code_dir).display().to_string();
+        let runtime_dir = self.view.of(&self.shim).parent().map(|d| d.display().to_string()).unwrap_or_default();
         let fixed = [
             ("SLESS_CODE_DIR", self.view.of(&self.code_dir).display().to_string()),
             ("SLESS_HANDLER", t.spec.entrypoint.clone()),
@@ -84,6 +88,12 @@ impl LaunchSpec {
             ("AWS_LAMBDA_FUNCTION_NAME", t.name.clone()),
             ("AWS_LAMBDA_FUNCTION_VERSION", t.version.to_string()),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", t.spec.memory_mb.to_string()),
+            ("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand".to_string()),
+            ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{}", t.name)),
+            ("AWS_EXECUTION_ENV", self.runtime.lambda_execution_env().to_string()),
+            ("LAMBDA_TASK_ROOT", code_dir),
+            ("LAMBDA_RUNTIME_DIR", runtime_dir),
+            ("_HANDLER", t.spec.entrypoint.clone()),
         ];
         env.extend(fixed.into_iter().map(|(k, v)| (k.to_string(), v)));
         if let Some(deps) = &self.deps_dir {
@@ -124,6 +134,12 @@ impl LaunchSpec {
         Ok(())
     }
 }
+
+/// Lambda's runtime variables that have no sless meaning, with the values every instance gets
+/// unless the function's `env` sets them (docs/writing-functions.md, "Environment"): a region
+/// placeholder (SDKs and Powertools read one) and Lambda's time zone.
+const LAMBDA_DEFAULTS: [(&str, &str); 3] =
+    [("AWS_REGION", "us-east-1"), ("AWS_DEFAULT_REGION", "us-east-1"), ("TZ", ":UTC")];
 
 /// V8's heap limit for a Node instance of `memory_mb`: ¾ of it, leaving room for code and
 /// buffers outside the heap.

@@ -271,8 +271,9 @@ pub(crate) struct FunctionInput {
     /// Seconds, 1–900 (default 30).
     #[schema(minimum = 1, maximum = 900)]
     timeout_sec: Option<u32>,
-    /// Environment variables: names `[A-Za-z_][A-Za-z0-9_]*`, `SLESS_*`/`AWS_LAMBDA_*`
-    /// reserved, 32 KiB in all.
+    /// Environment variables: names `[A-Za-z_][A-Za-z0-9_]*`, `SLESS_*`/`AWS_LAMBDA_*`,
+    /// `_HANDLER`, `AWS_EXECUTION_ENV`, `LAMBDA_TASK_ROOT`, `LAMBDA_RUNTIME_DIR` reserved,
+    /// 32 KiB in all.
     env: Option<BTreeMap<String, String>>,
     /// Default true.
     enabled: Option<bool>,
