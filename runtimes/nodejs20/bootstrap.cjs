@@ -502,9 +502,27 @@ process.on('beforeExit', () => {
   updateRef();
 });
 
+// The end of a call's output at the descriptor level (PROTOCOL.md, "Fences"): written to fd 1
+// and fd 2 before the call's answer, so that the supervisor knows every byte before it in
+// those pipes (child processes, fs.writeSync) was written during the call.
+function writeFence(id) {
+  const fence = Buffer.from(`\u001esless-fence:${id}\u001e\n`);
+  for (const fd of [1, 2]) {
+    for (let tries = 0; tries < 1000; tries++) {
+      try {
+        fs.writeSync(fd, fence);
+        break;
+      } catch (e) {
+        if (!e || e.code !== 'EAGAIN') break; // a pipe set non-blocking and full: the supervisor drains it
+      }
+    }
+  }
+}
+
 function finish(inv, isError, value, fatal = false) {
   if (inv.sent) return;
   inv.sent = true;
+  writeFence(inv.id);
   if (isError) sendError(inv, value, fatal);
   else sendResult(inv, value);
   inv.onEmpty = null;
@@ -779,6 +797,7 @@ function openSocket() {
     if (!inv || inv.sent || closing || !sock || sock.destroyed || sock.writableLength > 0) return;
     const e = runtimeError('Runtime.ExitError', `RequestId: ${inv.id} Error: Runtime exited with error: exit status ${code}`);
     const d = describeError(e);
+    writeFence(inv.id);
     try {
       fs.writeSync(controlFd, frame(JSON.stringify(errorFrame(inv.id, d, [], true))));
     } catch (_) {

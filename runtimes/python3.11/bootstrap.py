@@ -907,6 +907,7 @@ def _invoke(handler, msg):
         # requests' unfinished lines stay buffered)
         flush_id = rid_json if threaded else None
         _flush_streams(flush_id)
+        _write_fence(rid)
         try:
             sent = _send(frame)
         except OverflowError:
@@ -923,6 +924,18 @@ def _invoke(handler, msg):
         _exit(exit_code)  # with concurrency > 1 this ends the other requests too
     if not sent:
         _exit(0)  # supervisor gone
+
+
+def _write_fence(rid):
+    """Marks the end of a call's descriptor-level output (PROTOCOL.md, "Fences"): written to fd 1
+    and fd 2 before the call's answer, so every byte before it in those pipes (child processes,
+    os.write, C code) was written during the call."""
+    fence = ("\x1esless-fence:%s\x1e\n" % (rid,)).encode("utf-8", "replace")
+    for fd in (1, 2):
+        try:
+            _write_all(fd, fence)
+        except OSError:
+            pass
 
 
 def _invoke_in_worker(handler, msg):

@@ -23,10 +23,7 @@ use sha2::Digest;
 /// Cases that fail because of a bug in sless (not in the case), by function name
 /// (`<case>-py` / `<case>-js`), with the reason. They are expected to fail; one that passes is
 /// reported so that it is removed from this list.
-const KNOWN_FAILURES: &[(&str, &str)] = &[
-    ("logs-fd-level-py", "fd 1/2 lines read after the result frame miss that call's record"),
-    ("logs-fd-level-js", "fd 1/2 lines read after the result frame miss that call's record"),
-];
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 /// How many case × runtime pairs are deployed and called at the same time.
 const CONCURRENCY: usize = 8;
