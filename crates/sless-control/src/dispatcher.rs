@@ -116,6 +116,7 @@ impl Dispatcher {
         event: Box<RawValue>,
         from: &CallSource,
         request_bytes: u64,
+        format: sless_core::event::PayloadFormat,
     ) -> Result<Answer> {
         let started_at = sless_core::time::now();
         let started = Instant::now();
@@ -137,7 +138,7 @@ impl Dispatcher {
             }
             outcome.logs.push(line);
         }
-        let answer = answer(&outcome.result, target.spec.timeout_sec, self.max_response_bytes);
+        let answer = answer(&outcome.result, format, target.spec.timeout_sec, self.max_response_bytes);
         let labels = Metrics::function(&target.namespace, &target.name);
         self.metrics.invocation_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
         if outcome.cold_start.is_some() {

@@ -31,6 +31,130 @@ pub const ACCOUNT_ID: &str = "000000000000";
 /// name API Gateway gives the stage that serves the root of an API.
 pub const STAGE: &str = "$default";
 
+/// Which HTTP event a function gets and how its result becomes the response
+/// (docs/writing-functions.md, "The HTTP event"): API Gateway's payload format versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum PayloadFormat {
+    /// `"1.0"`: the REST API proxy event (header names as sent, `multiValueHeaders`); a
+    /// result without `statusCode` is a 200, a string as `text/plain`.
+    #[default]
+    #[serde(rename = "1.0")]
+    V1,
+    /// `"2.0"`: the HTTP API / Lambda function URL event (lowercase headers, `cookies`,
+    /// `rawPath`, `rawQueryString`, `requestContext.http`); a result without `statusCode`
+    /// is a 200 `application/json` body.
+    #[serde(rename = "2.0")]
+    V2,
+}
+
+impl PayloadFormat {
+    /// `"1.0"` or `"2.0"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayloadFormat::V1 => "1.0",
+            PayloadFormat::V2 => "2.0",
+        }
+    }
+
+    /// Parses `"1.0"` / `"2.0"`; errors name `field`.
+    pub fn parse(field: &str, value: &Value) -> crate::Result<Self> {
+        match value.as_str() {
+            Some("1.0") => Ok(PayloadFormat::V1),
+            Some("2.0") => Ok(PayloadFormat::V2),
+            _ => Err(crate::Error::field(field, format!("must be \"1.0\" or \"2.0\", got {value}"))),
+        }
+    }
+}
+
+/// Builds the event of `format` for `req` ([`http_event`] or [`http_event_v2`]).
+pub fn http_event_for(format: PayloadFormat, req: &HttpRequest<'_>) -> Box<RawValue> {
+    match format {
+        PayloadFormat::V1 => http_event(req),
+        PayloadFormat::V2 => http_event_v2(req),
+    }
+}
+
+/// Builds the HTTP API payload 2.0 event for `req` (what Lambda function URLs and HTTP APIs
+/// send), as JSON text. Header names are lowercase; a repeated header is one, its values
+/// joined with `,` (`Cookie` headers excepted: their cookies are `cookies`, split at `;`, and
+/// they are not in `headers`). Repeated query parameters are joined with `,` too.
+/// `rawQueryString` is the query as sent (`""` without one); `rawPath` and
+/// `requestContext.http.path` are `path`. Without a query, cookies or a body, the
+/// `queryStringParameters`, `cookies` and `body` fields are left out, as function URLs do;
+/// `routeKey` and `stage` are `$default`. The placeholders are those of payload 1.0.
+pub fn http_event_v2(req: &HttpRequest<'_>) -> Box<RawValue> {
+    let mut headers: Vec<(String, String)> = Vec::with_capacity(req.headers.len());
+    let mut cookies: Vec<&str> = Vec::new();
+    for (name, value) in req.headers {
+        if name.eq_ignore_ascii_case("cookie") {
+            cookies.extend(value.split(';').map(str::trim).filter(|c| !c.is_empty()));
+            continue;
+        }
+        let name = name.to_ascii_lowercase();
+        match headers.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, joined)) => {
+                joined.push(',');
+                joined.push_str(value);
+            }
+            None => headers.push((name, value.clone())),
+        }
+    }
+    let raw_query = req.query.unwrap_or("");
+    let mut query: Vec<(Cow<'_, str>, String)> = Vec::new();
+    for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
+        match query.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, joined)) => {
+                joined.push(',');
+                joined.push_str(&value);
+            }
+            None => query.push((name, value.into_owned())),
+        }
+    }
+    let (body, is_base64) = if req.body.is_empty() {
+        (None, false)
+    } else {
+        match std::str::from_utf8(req.body) {
+            Ok(text) => (Some(Cow::Borrowed(text)), false),
+            Err(_) => (Some(Cow::Owned(BASE64.encode(req.body))), true),
+        }
+    };
+    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    let domain_name = header("host").filter(|h| !h.is_empty()).unwrap_or("localhost").to_string();
+    let domain_prefix = domain_name.split(['.', ':']).next().unwrap_or(&domain_name).to_string();
+    let user_agent = header("user-agent").unwrap_or("").to_string();
+    let event = ProxyEventV2 {
+        version: "2.0",
+        route_key: "$default",
+        raw_path: req.path,
+        raw_query_string: raw_query,
+        cookies: (!cookies.is_empty()).then_some(cookies),
+        headers: Pairs::last(&headers),
+        query_string_parameters: (!query.is_empty()).then(|| Pairs::last(&query)),
+        request_context: RequestContextV2 {
+            account_id: ACCOUNT_ID,
+            api_id: req.api_id,
+            domain_name: &domain_name,
+            domain_prefix: &domain_prefix,
+            http: HttpV2 {
+                method: req.method,
+                path: req.path,
+                protocol: "HTTP/1.1",
+                source_ip: req.source_ip,
+                user_agent: &user_agent,
+            },
+            request_id: req.request_id,
+            route_key: "$default",
+            stage: STAGE,
+            time: &request_time(req.request_time_epoch_ms),
+            time_epoch: req.request_time_epoch_ms,
+        },
+        body,
+        is_base64_encoded: is_base64,
+    };
+    raw(&event)
+}
+
 /// The parts of an HTTP request that become an event.
 #[derive(Debug, Clone)]
 pub struct HttpRequest<'a> {
@@ -203,6 +327,52 @@ struct ProxyEvent<'a> {
     is_base64_encoded: bool,
 }
 
+/// HTTP API payload 2.0, field for field (camelCase names, as AWS sends them).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProxyEventV2<'a> {
+    version: &'static str,
+    route_key: &'static str,
+    raw_path: &'a str,
+    raw_query_string: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cookies: Option<Vec<&'a str>>,
+    headers: Pairs<'a, String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    query_string_parameters: Option<Pairs<'a, Cow<'a, str>, String>>,
+    request_context: RequestContextV2<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<Cow<'a, str>>,
+    is_base64_encoded: bool,
+}
+
+/// `requestContext` of payload 2.0.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestContextV2<'a> {
+    account_id: &'static str,
+    api_id: &'a str,
+    domain_name: &'a str,
+    domain_prefix: &'a str,
+    http: HttpV2<'a>,
+    request_id: &'a str,
+    route_key: &'static str,
+    stage: &'static str,
+    time: &'a str,
+    time_epoch: i64,
+}
+
+/// `requestContext.http` of payload 2.0.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HttpV2<'a> {
+    method: &'a str,
+    path: &'a str,
+    protocol: &'static str,
+    source_ip: &'a str,
+    user_agent: &'a str,
+}
+
 #[derive(Serialize)]
 struct PathParameters<'a> {
     proxy: &'a str,
@@ -307,6 +477,31 @@ pub struct HttpResponse {
     pub headers: Vec<(String, String)>,
     /// Body bytes (base64-decoded when the result said `isBase64Encoded`).
     pub body: Vec<u8>,
+}
+
+/// Turns a handler's JSON result into an HTTP response under `format`'s rules: payload 1.0
+/// as [`http_response`]; payload 2.0 the same for an object with `statusCode`, and any other
+/// result a 200 `application/json` whose body is the result's JSON (a string as it is), as
+/// HTTP APIs and function URLs infer it.
+pub fn http_response_for(format: PayloadFormat, result: &Value) -> Result<HttpResponse, String> {
+    match (format, result) {
+        (PayloadFormat::V2, Value::Object(o)) if !o.contains_key("statusCode") => Ok(json_200(result)),
+        (PayloadFormat::V2, Value::String(s)) => Ok(HttpResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: s.clone().into_bytes(),
+        }),
+        (PayloadFormat::V2, v) if !v.is_object() => Ok(json_200(v)),
+        _ => http_response(result),
+    }
+}
+
+fn json_200(result: &Value) -> HttpResponse {
+    HttpResponse {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: result.to_string().into_bytes(),
+    }
 }
 
 /// Turns a handler's JSON result into an HTTP response (see the module doc). Errors describe
@@ -546,6 +741,83 @@ mod tests {
     }
 
     #[test]
+    fn the_v2_event_is_an_http_api_payload_2_0() {
+        let h = vec![
+            ("Host".to_string(), "fn.example:8080".to_string()),
+            ("User-Agent".to_string(), "curl/8".to_string()),
+            ("X-B".to_string(), "1".to_string()),
+            ("Cookie".to_string(), "a=1; b=2".to_string()),
+            ("x-b".to_string(), "2".to_string()),
+            ("cookie".to_string(), "c=3".to_string()),
+        ];
+        let mut r = req(Some("q=1&q=2&z"), &h, b"hi");
+        r.request_time_epoch_ms = 1_428_582_896_000;
+        let e: Value = serde_json::from_str(http_event_v2(&r).get()).expect("json");
+        assert_eq!(
+            e,
+            json!({
+                "version": "2.0",
+                "routeKey": "$default",
+                "rawPath": "/a/b",
+                "rawQueryString": "q=1&q=2&z",
+                "cookies": ["a=1", "b=2", "c=3"],
+                "headers": {"host": "fn.example:8080", "user-agent": "curl/8", "x-b": "1,2"},
+                "queryStringParameters": {"q": "1,2", "z": ""},
+                "requestContext": {
+                    "accountId": "000000000000",
+                    "apiId": "default",
+                    "domainName": "fn.example:8080",
+                    "domainPrefix": "fn",
+                    "http": {"method": "POST", "path": "/a/b", "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "curl/8"},
+                    "requestId": "r1",
+                    "routeKey": "$default",
+                    "stage": "$default",
+                    "time": "09/Apr/2015:12:34:56 +0000",
+                    "timeEpoch": 1_428_582_896_000_i64,
+                },
+                "body": "hi",
+                "isBase64Encoded": false,
+            })
+        );
+        // Without a query, cookies or a body those fields are left out, as function URLs do.
+        let e: Value = serde_json::from_str(http_event_v2(&req(None, &[], b"")).get()).expect("json");
+        for absent in ["cookies", "queryStringParameters", "body"] {
+            assert!(e.get(absent).is_none(), "{absent}: {e}");
+        }
+        assert_eq!((&e["rawQueryString"], &e["headers"]), (&json!(""), &json!({})));
+        assert_eq!(e["requestContext"]["http"]["userAgent"], "");
+    }
+
+    #[test]
+    fn v2_results_without_status_code_are_json_200s() {
+        for (result, body) in [
+            (json!({"a": 1}), &b"{\"a\":1}"[..]),
+            (json!("hi"), b"hi"),
+            (json!([1, 2]), b"[1,2]"),
+            (Value::Null, b"null"),
+        ] {
+            let r = http_response_for(PayloadFormat::V2, &result).expect("ok");
+            assert_eq!((r.status, r.body.as_slice()), (200, body), "{result}");
+            assert_eq!(r.headers, [("content-type".to_string(), "application/json".to_string())]);
+        }
+        let r = http_response_for(PayloadFormat::V2, &json!({"statusCode": 201, "cookies": ["a=1"], "body": "x"}))
+            .expect("ok");
+        assert_eq!((r.status, r.body.as_slice()), (201, &b"x"[..]));
+        assert!(r.headers.contains(&("set-cookie".into(), "a=1".into())));
+        // Payload 1.0 keeps its rules: a string is text/plain.
+        let r = http_response_for(PayloadFormat::V1, &json!("hi")).expect("ok");
+        assert_eq!(r.headers[0].1, "text/plain; charset=utf-8");
+    }
+
+    #[test]
+    fn payload_formats_read_and_write_as_their_version_strings() {
+        assert_eq!(serde_json::to_value(PayloadFormat::V2).expect("json"), json!("2.0"));
+        assert_eq!(PayloadFormat::parse("f", &json!("1.0")).expect("1.0"), PayloadFormat::V1);
+        let err = PayloadFormat::parse("payload_format", &json!(2)).expect_err("a number");
+        assert!(err.to_string().starts_with("payload_format: "), "{err}");
+    }
+
+    #[test]
     fn query_single_and_multi_values() {
         let e = event(&req(Some("a=1&a=2&b="), &[], b""));
         assert_eq!(e["queryStringParameters"], json!({"a": "2", "b": ""}));
@@ -704,11 +976,17 @@ pub fn report_line(
 }
 
 /// Turns a call's result into its HTTP answer (docs/writing-functions.md): a returned value → its response
+/// under `format`'s rules ([`http_response_for`]; cron and job calls use payload 1.0's)
 /// (502 `Runtime.MalformedResponse` when malformed, 502 `Function.ResponseSizeTooLarge` over
 /// `max_response_bytes`); an exception → 502 `{"errorType","errorMessage"}`; a timeout → 504
 /// `Function.Timeout`; a crash → 502 `RuntimeExited`. Function failures carry
 /// `X-Function-Error: true`.
-pub fn answer(result: &crate::traits::InvokeResult, timeout_sec: u32, max_response_bytes: usize) -> Answer {
+pub fn answer(
+    result: &crate::traits::InvokeResult,
+    format: PayloadFormat,
+    timeout_sec: u32,
+    max_response_bytes: usize,
+) -> Answer {
     use crate::invocation::Outcome;
     use crate::traits::InvokeResult;
     let failure = |status: u16, outcome: Outcome, error_type: &str, message: &str| {
@@ -727,7 +1005,7 @@ pub fn answer(result: &crate::traits::InvokeResult, timeout_sec: u32, max_respon
         }
     };
     match result {
-        InvokeResult::Returned(value) => match http_response(value) {
+        InvokeResult::Returned(value) => match http_response_for(format, value) {
             Ok(r) if r.body.len() > max_response_bytes => failure(
                 502,
                 Outcome::Error,

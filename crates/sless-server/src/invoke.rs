@@ -9,7 +9,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use sless_control::{CallSource, Rejection};
-use sless_core::event::{HttpRequest, add_forwarded, http_event};
+use sless_core::event::{HttpRequest, PayloadFormat, add_forwarded, http_event_for};
 use sless_core::invocation::Source;
 use sless_core::names::validate_name;
 use sless_core::trigger::HttpAuth;
@@ -57,7 +57,7 @@ pub(crate) async fn invoke(
     Path(p): Path<InvokePath>,
     request: Request,
 ) -> ApiResult<Response> {
-    call(state, peer, p, request, CallSource::invoke(), true).await
+    call(state, peer, p, request, CallSource::invoke(), true, None).await
 }
 
 /// `ANY /fn/{ns}/{name}[/{path}]`: public unless the function's http trigger says
@@ -108,7 +108,8 @@ pub(crate) async fn public(
     // A public route's `Authorization` header is the caller's own (a function may check its
     // own tokens); the platform's tokens are never passed on, even sent to a public route.
     let strip = ours || auth::is_platform_credential(&state, request.headers());
-    call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }, strip).await
+    let format = trigger.spec.payload_format;
+    call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }, strip, format).await
 }
 
 /// The request's headers for the event, in arrival order, names as the client spelled them
@@ -154,6 +155,7 @@ async fn call(
     request: Request,
     from: CallSource,
     strip_authorization: bool,
+    trigger_format: Option<PayloadFormat>,
 ) -> ApiResult<Response> {
     validate_name("namespace", &p.ns)?;
     validate_name("name", &p.name)?;
@@ -193,20 +195,25 @@ async fn call(
     let port = parts.extensions.get::<LocalPort>().map_or(0, |p| p.0);
     add_forwarded(&mut headers, &source_ip, "http", port);
     let path = format!("/{}", p.path.as_deref().unwrap_or_default());
-    let event = http_event(&HttpRequest {
-        method: parts.method.as_str(),
-        path: &path,
-        query: parts.uri.query(),
-        headers: &headers,
-        body: &body,
-        source_ip: &source_ip,
-        request_id: &request_id,
-        request_time_epoch_ms: chrono::Utc::now().timestamp_millis(),
-        api_id: &p.ns,
-    });
+    // The http trigger's format, else the function's (docs/writing-functions.md, "The HTTP event").
+    let format = trigger_format.unwrap_or(target.spec.payload_format);
+    let event = http_event_for(
+        format,
+        &HttpRequest {
+            method: parts.method.as_str(),
+            path: &path,
+            query: parts.uri.query(),
+            headers: &headers,
+            body: &body,
+            source_ip: &source_ip,
+            request_id: &request_id,
+            request_time_epoch_ms: chrono::Utc::now().timestamp_millis(),
+            api_id: &p.ns,
+        },
+    );
     let answer = state
         .dispatcher
-        .call(&target, request_id.clone(), event, &from, body.len() as u64)
+        .call(&target, request_id.clone(), event, &from, body.len() as u64, format)
         .await
         .map_err(|e| AppError::Core(e.into()))?;
     let r = answer.response;

@@ -47,6 +47,9 @@ fn spec_fields(args: &SpecArgs) -> anyhow::Result<Map<String, Value>> {
         };
         fields.insert(field.into(), v);
     }
+    if let Some(f) = &args.payload_format {
+        fields.insert("payload_format".into(), json!(f));
+    }
     if args.enable || args.disable {
         fields.insert("enabled".into(), json!(args.enable));
     }
@@ -195,6 +198,7 @@ pub async fn functions(conn: &Connection, cmd: FnCommand) -> anyhow::Result<()> 
                 ("concurrency", &["concurrency"]),
                 ("max_instances", &["max_instances"]),
                 ("idle_timeout_sec", &["idle_timeout_sec"]),
+                ("payload_format", &["payload_format"]),
                 ("enabled", &["enabled"]),
                 ("phase", &["status", "phase"]),
                 ("message", &["status", "message"]),
@@ -228,7 +232,7 @@ pub async fn functions(conn: &Connection, cmd: FnCommand) -> anyhow::Result<()> 
             }
             if patch.is_empty() {
                 bail!(
-                    "name a setting to change: --memory, --timeout, --concurrency, --max-instances, --idle-timeout, --enable, --disable, --runtime, --entrypoint"
+                    "name a setting to change: --memory, --timeout, --concurrency, --max-instances, --idle-timeout, --payload-format, --enable, --disable, --runtime, --entrypoint"
                 );
             }
             let f = client

@@ -102,6 +102,8 @@ struct CaseFile {
 struct FunctionSettings {
     timeout_sec: Option<u32>,
     memory_mb: Option<u32>,
+    /// `"1.0"` (the default) or `"2.0"`.
+    payload_format: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
 }
@@ -348,6 +350,9 @@ async fn deploy(server: &Server, http: &reqwest::Client, job: &Job) -> Result<Re
     }
     if let Some(m) = job.function.memory_mb {
         spec["memory_mb"] = json!(m);
+    }
+    if let Some(f) = &job.function.payload_format {
+        spec["payload_format"] = json!(f);
     }
     if !job.function.env.is_empty() {
         spec["env"] = json!(job.function.env);
