@@ -245,6 +245,8 @@ struct Pending {
     answer: Option<InvokeResult>,
     /// The streams ([`STDOUT`], [`STDERR`] bits) whose fence for this call has been read.
     fences: u8,
+    /// Told when the answer is in but the fences are not (the caller then times the wait).
+    answered: Option<oneshot::Sender<()>>,
 }
 
 /// The stdout pipe's bit in [`Pending::fences`] and [`Shared::closed`].
@@ -514,7 +516,9 @@ impl Instance {
             function: who.function,
             request_id: id.clone(),
         });
-        lock(&self.shared.pending).insert(id.clone(), Pending { logs, done, answer: None, fences: 0 });
+        let (answered_tx, answered_rx) = oneshot::channel();
+        lock(&self.shared.pending)
+            .insert(id.clone(), Pending { logs, done, answer: None, fences: 0, answered: Some(answered_tx) });
         let deadline_ms =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0) + timeout.as_millis();
         let frame = InvokeFrame { kind: "invoke", id: &id, deadline_ms: deadline_ms as u64, event: &invocation.event };
@@ -529,7 +533,7 @@ impl Instance {
         if let Some(exit) = ended {
             self.shared.finish(&id, self.shared.death(exit));
         }
-        let answered = tokio::time::timeout(timeout, answer).await;
+        let answered = self.answer_within(&id, answer, answered_rx, timeout).await;
         *lock(&self.last_used) = std::time::Instant::now();
         match answered {
             Ok(Ok((result, logs))) => CallOutput { result, logs },
@@ -543,6 +547,32 @@ impl Instance {
                 CallOutput { result: InvokeResult::TimedOut, logs }
             }
         }
+    }
+
+    /// The call's end, within `timeout`: Err when the call ran past it. Once the runtime has
+    /// answered (`answered` fires) the call waits at most [`FENCE_WAIT`] more for its fences
+    /// and then ends with the answer. The wait is timed here, on the caller's task, so a call
+    /// whose fences come in time leaves no timer behind.
+    async fn answer_within(
+        &self,
+        id: &str,
+        mut answer: oneshot::Receiver<(InvokeResult, Vec<String>)>,
+        answered: oneshot::Receiver<()>,
+        timeout: Duration,
+    ) -> std::result::Result<std::result::Result<(InvokeResult, Vec<String>), oneshot::error::RecvError>, ()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        tokio::select! {
+            biased;
+            done = &mut answer => return Ok(done),
+            Ok(()) = answered => {}
+            () = tokio::time::sleep_until(deadline) => return Err(()),
+        }
+        if let Ok(done) = tokio::time::timeout(FENCE_WAIT, &mut answer).await {
+            return Ok(done);
+        }
+        // A fence was lost: the call ends with the answer the runtime sent.
+        self.shared.finish(id, InvokeResult::Crashed { message: "the runtime went away".into() });
+        Ok(answer.await)
     }
 
     /// Kills the process group and waits for the process to exit.
@@ -663,7 +693,8 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
 }
 
 /// The runtime answered call `id`: it ends once both of its fences are read (every byte it
-/// wrote to fd 1/2 is then in its record), or after [`FENCE_WAIT`].
+/// wrote to fd 1/2 is then in its record), or after [`FENCE_WAIT`] (timed by the caller,
+/// [`Instance::answer_within`]).
 fn answered(shared: &Arc<Shared>, id: &str, result: InvokeResult) {
     let mut pending = lock(&shared.pending);
     let Some(p) = pending.get_mut(id) else { return };
@@ -673,13 +704,9 @@ fn answered(shared: &Arc<Shared>, id: &str, result: InvokeResult) {
         return;
     }
     p.answer = Some(result);
-    drop(pending);
-    let (shared, id) = (shared.clone(), id.to_string());
-    tokio::spawn(async move {
-        tokio::time::sleep(FENCE_WAIT).await;
-        // A no-op if the fences came (the call is no longer pending).
-        shared.finish(&id, InvokeResult::Crashed { message: "no answer".into() });
-    });
+    if let Some(tx) = p.answered.take() {
+        let _ = tx.send(());
+    }
 }
 
 impl Shared {
