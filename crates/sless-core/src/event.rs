@@ -67,6 +67,16 @@ impl PayloadFormat {
     }
 }
 
+/// How a call's returned value becomes its HTTP response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// The rules of an HTTP event's payload format ([`http_response_for`]).
+    Http(PayloadFormat),
+    /// Raw invocation (Lambda's `Invoke`, Yandex's `?integration=raw`): the returned value is
+    /// the response body, as JSON, with status 200 (`statusCode` means nothing here).
+    Raw,
+}
+
 /// Builds the event of `format` for `req` ([`http_event`] or [`http_event_v2`]).
 pub fn http_event_for(format: PayloadFormat, req: &HttpRequest<'_>) -> Box<RawValue> {
     match format {
@@ -496,6 +506,14 @@ pub fn http_response_for(format: PayloadFormat, result: &Value) -> Result<HttpRe
     }
 }
 
+/// The response for a returned value under `reply`'s rules.
+fn reply_to(reply: Reply, value: &Value) -> Result<HttpResponse, String> {
+    match reply {
+        Reply::Http(format) => http_response_for(format, value),
+        Reply::Raw => Ok(json_200(value)),
+    }
+}
+
 fn json_200(result: &Value) -> HttpResponse {
     HttpResponse {
         status: 200,
@@ -810,6 +828,23 @@ mod tests {
     }
 
     #[test]
+    fn a_raw_reply_is_the_returned_value_as_json() {
+        use crate::traits::InvokeResult;
+        let proxy_shaped = json!({"statusCode": 404, "body": "x"});
+        let a = answer(&InvokeResult::Returned(proxy_shaped.clone()), Reply::Raw, 3, 1 << 20);
+        assert_eq!(a.response.status, 200);
+        assert_eq!(serde_json::from_slice::<Value>(&a.response.body).expect("json"), proxy_shaped);
+        let a = answer(
+            &InvokeResult::Failed { error_type: "ValueError".into(), error_message: "bad".into() },
+            Reply::Raw,
+            3,
+            1 << 20,
+        );
+        assert_eq!(a.response.status, 502);
+        assert!(a.response.headers.contains(&("x-function-error".into(), "true".into())));
+    }
+
+    #[test]
     fn payload_formats_read_and_write_as_their_version_strings() {
         assert_eq!(serde_json::to_value(PayloadFormat::V2).expect("json"), json!("2.0"));
         assert_eq!(PayloadFormat::parse("f", &json!("1.0")).expect("1.0"), PayloadFormat::V1);
@@ -976,14 +1011,14 @@ pub fn report_line(
 }
 
 /// Turns a call's result into its HTTP answer (docs/writing-functions.md): a returned value → its response
-/// under `format`'s rules ([`http_response_for`]; cron and job calls use payload 1.0's)
+/// under `reply`'s rules ([`Reply`]; cron and job calls use payload 1.0's)
 /// (502 `Runtime.MalformedResponse` when malformed, 502 `Function.ResponseSizeTooLarge` over
 /// `max_response_bytes`); an exception → 502 `{"errorType","errorMessage"}`; a timeout → 504
 /// `Function.Timeout`; a crash → 502 `RuntimeExited`. Function failures carry
 /// `X-Function-Error: true`.
 pub fn answer(
     result: &crate::traits::InvokeResult,
-    format: PayloadFormat,
+    reply: Reply,
     timeout_sec: u32,
     max_response_bytes: usize,
 ) -> Answer {
@@ -1005,7 +1040,7 @@ pub fn answer(
         }
     };
     match result {
-        InvokeResult::Returned(value) => match http_response_for(format, value) {
+        InvokeResult::Returned(value) => match reply_to(reply, value) {
             Ok(r) if r.body.len() > max_response_bytes => failure(
                 502,
                 Outcome::Error,

@@ -9,7 +9,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use sless_control::{CallSource, Rejection};
-use sless_core::event::{HttpRequest, PayloadFormat, add_forwarded, http_event_for};
+use sless_core::event::{HttpRequest, PayloadFormat, Reply, add_forwarded, http_event_for};
 use sless_core::invocation::Source;
 use sless_core::names::validate_name;
 use sless_core::trigger::HttpAuth;
@@ -33,8 +33,12 @@ pub(crate) struct InvokePath {
     operation_id = "invoke",
     summary = "Call a function",
     tag = "invoke",
-    params(("ns" = String, Path, description = "The namespace (a DNS-1123 label)."), ("name" = String, Path, description = "The function (a DNS-1123 label).")),
-    request_body(content = Vec<u8>, description = "Any body (at most `--max-body-mb`, 6 MiB); it becomes the event's `body`.", content_type = "*/*"),
+    params(
+        ("ns" = String, Path, description = "The namespace (a DNS-1123 label)."),
+        ("name" = String, Path, description = "The function (a DNS-1123 label)."),
+        ("integration" = Option<String>, Query, description = "`raw`: raw invocation, the JSON body is the event itself and the return value is the JSON response body (400 when the body is not JSON)."),
+    ),
+    request_body(content = Vec<u8>, description = "Any body (at most `--max-body-mb`, 6 MiB); it becomes the event's `body` (with `integration=raw`: the event).", content_type = "*/*"),
     responses(
         (status = 400, response = crate::openapi::BadRequest),
         (status = 401, response = crate::openapi::Unauthorized),
@@ -68,8 +72,12 @@ pub(crate) async fn invoke(
     operation_id = "callPublic",
     summary = "Call a function through its http trigger",
     tag = "invoke",
-    params(("ns" = String, Path, description = "The namespace (a DNS-1123 label)."), ("name" = String, Path, description = "The function (a DNS-1123 label).")),
-    request_body(content = Vec<u8>, description = "Any body (at most `--max-body-mb`, 6 MiB); it becomes the event's `body`.", content_type = "*/*"),
+    params(
+        ("ns" = String, Path, description = "The namespace (a DNS-1123 label)."),
+        ("name" = String, Path, description = "The function (a DNS-1123 label)."),
+        ("integration" = Option<String>, Query, description = "`raw`: raw invocation, the JSON body is the event itself and the return value is the JSON response body (400 when the body is not JSON)."),
+    ),
+    request_body(content = Vec<u8>, description = "Any body (at most `--max-body-mb`, 6 MiB); it becomes the event's `body` (with `integration=raw`: the event).", content_type = "*/*"),
     responses(
         (status = 400, response = crate::openapi::BadRequest),
         (status = 401, response = crate::openapi::Unauthorized),
@@ -110,6 +118,22 @@ pub(crate) async fn public(
     let strip = ours || auth::is_platform_credential(&state, request.headers());
     let format = trigger.spec.payload_format;
     call(state, peer, p, request, CallSource { source: Source::Http, name: Some(trigger.name) }, strip, format).await
+}
+
+/// Whether the query asks for raw invocation: `integration=raw`, as Yandex's function URLs
+/// take it.
+fn is_raw(query: Option<&str>) -> bool {
+    query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "integration" && v == "raw"))
+}
+
+/// A raw invocation's event: the body as JSON (`{}` when empty, as Lambda's `Invoke` sends
+/// without a payload). Errors: a body that is not JSON (400 naming `body`).
+fn raw_event(body: &[u8]) -> ApiResult<Box<serde_json::value::RawValue>> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(sless_core::event::raw(&serde_json::json!({})));
+    }
+    Ok(serde_json::from_slice::<Box<serde_json::value::RawValue>>(body)
+        .map_err(|e| sless_core::Error::field("body", format!("raw invocation needs a JSON body: {e}")))?)
 }
 
 /// The request's headers for the event, in arrival order, names as the client spelled them
@@ -197,23 +221,29 @@ async fn call(
     let path = format!("/{}", p.path.as_deref().unwrap_or_default());
     // The http trigger's format, else the function's (docs/writing-functions.md, "The HTTP event").
     let format = trigger_format.unwrap_or(target.spec.payload_format);
-    let event = http_event_for(
-        format,
-        &HttpRequest {
-            method: parts.method.as_str(),
-            path: &path,
-            query: parts.uri.query(),
-            headers: &headers,
-            body: &body,
-            source_ip: &source_ip,
-            request_id: &request_id,
-            request_time_epoch_ms: chrono::Utc::now().timestamp_millis(),
-            api_id: &p.ns,
-        },
-    );
+    let (event, reply) = if is_raw(parts.uri.query()) {
+        // Raw invocation: the body is the event (docs/writing-functions.md, "Raw invocation").
+        (raw_event(&body)?, Reply::Raw)
+    } else {
+        let event = http_event_for(
+            format,
+            &HttpRequest {
+                method: parts.method.as_str(),
+                path: &path,
+                query: parts.uri.query(),
+                headers: &headers,
+                body: &body,
+                source_ip: &source_ip,
+                request_id: &request_id,
+                request_time_epoch_ms: chrono::Utc::now().timestamp_millis(),
+                api_id: &p.ns,
+            },
+        );
+        (event, Reply::Http(format))
+    };
     let answer = state
         .dispatcher
-        .call(&target, request_id.clone(), event, &from, body.len() as u64, format)
+        .call(&target, request_id.clone(), event, &from, body.len() as u64, reply)
         .await
         .map_err(|e| AppError::Core(e.into()))?;
     let r = answer.response;

@@ -418,6 +418,10 @@ pub struct InvokeArgs {
     /// Request body, or @FILE to read it from a file (@- for stdin).
     #[arg(short = 'd', long = "data")]
     pub data: Option<String>,
+    /// Raw invocation: this JSON (or @FILE, @- for stdin) is the event itself, and the
+    /// handler's return value is printed as JSON (`?integration=raw`).
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = ["data", "method", "path", "headers"])]
+    pub payload: Option<String>,
     /// HTTP method (default: POST with data, GET without).
     #[arg(short = 'X', long)]
     pub method: Option<String>,

@@ -112,21 +112,31 @@ fn print_lines(lines: &[(String, String)]) {
 
 pub async fn invoke(conn: &Connection, args: InvokeArgs) -> anyhow::Result<std::process::ExitCode> {
     let client = connect(conn)?;
-    let body = match args.data.as_deref() {
-        None => None,
-        Some("@-") => {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
-            Some(buf)
+    let read = |d: &str| -> anyhow::Result<Vec<u8>> {
+        Ok(match d {
+            "@-" => {
+                let mut buf = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
+                buf
+            }
+            d if d.starts_with('@') => {
+                std::fs::read(Path::new(&d[1..])).with_context(|| format!("cannot read {}", &d[1..]))?
+            }
+            d => d.as_bytes().to_vec(),
+        })
+    };
+    let (body, path) = match args.payload.as_deref() {
+        // Raw invocation (docs/writing-functions.md, "Raw invocation"): the JSON is the event.
+        Some(p) => {
+            let payload = read(p)?;
+            serde_json::from_slice::<Value>(&payload).context("--payload is not JSON")?;
+            (Some(payload), "/?integration=raw".to_string())
         }
-        Some(d) if d.starts_with('@') => {
-            Some(std::fs::read(Path::new(&d[1..])).with_context(|| format!("cannot read {}", &d[1..]))?)
-        }
-        Some(d) => Some(d.as_bytes().to_vec()),
+        None => (args.data.as_deref().map(read).transpose()?, args.path.clone()),
     };
     let method = args.method.clone().unwrap_or_else(|| if body.is_some() { "POST".into() } else { "GET".into() });
     let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).context("invalid --method")?;
-    let mut call = InvokeRequest::new(method).path(&args.path);
+    let mut call = InvokeRequest::new(method).path(&path);
     for h in &args.headers {
         let (k, v) = h.split_once(':').with_context(|| format!("-H {h:?}: expected \"Name: value\""))?;
         call = call.header(k.trim(), v.trim());
