@@ -368,6 +368,14 @@ impl Client {
         self.call(&format!("PATCH …/triggers/{name}"), req).await
     }
 
+    /// `POST …/triggers/{name}/fire`: calls a cron trigger's function once now, with the event
+    /// its schedule sends; the answer is the function's (status, headers, body), as
+    /// [`Client::invoke`]'s. A 409 (an http or disabled trigger) or 503 is in the answer's
+    /// status too.
+    pub async fn fire_trigger(&self, name: &str) -> Result<RawResponse> {
+        self.send(self.http.post(self.ns_url(&format!("/triggers/{name}/fire")))).await
+    }
+
     /// `DELETE …/triggers/{name}`; returns it as it was. Errors: `Api` 404.
     pub async fn delete_trigger(&self, name: &str) -> Result<TriggerRecord> {
         self.call(&format!("DELETE …/triggers/{name}"), self.http.delete(self.ns_url(&format!("/triggers/{name}"))))

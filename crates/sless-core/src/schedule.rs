@@ -107,6 +107,14 @@ impl Schedule {
         Ok(Schedule { kind, tz })
     }
 
+    /// The interval of an `@every` schedule; `None` for a cron expression or macro.
+    pub fn every(&self) -> Option<TimeDelta> {
+        match self.kind {
+            Kind::Every(every) => Some(every),
+            Kind::Cron(_) => None,
+        }
+    }
+
     /// The first tick strictly after `after`.
     ///
     /// For a cron expression this is the next matching wall-clock time in the zone (with the DST

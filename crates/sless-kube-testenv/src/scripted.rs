@@ -42,6 +42,12 @@ pub enum Outcome {
     Running,
     /// Every container exited 0; the pod is `Succeeded`.
     Succeeded,
+    /// Every container exited 0 after writing `message` to its termination-message file
+    /// (`terminationMessagePath`, e.g. a builder's image digest); the pod is `Succeeded`.
+    SucceededWith {
+        /// The termination message, as the kubelet reads it from the file.
+        message: String,
+    },
     /// Every container exited with `exit_code` (not 0) after writing `log`; the pod is
     /// `Failed`. A container with `terminationMessagePolicy: FallbackToLogsOnError` gets the
     /// log's tail as its termination message ([`termination_message`]); one with the default
@@ -92,6 +98,8 @@ pub async fn set_outcome(pods: &Api<Pod>, name: &str, outcome: &Outcome) -> Resu
                 Outcome::Running => json!({"running": {"startedAt": now}}),
                 Outcome::Succeeded => json!({"terminated": {
                     "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}),
+                Outcome::SucceededWith { message } => json!({"terminated": {
+                    "exitCode": 0, "reason": "Completed", "message": message, "startedAt": now, "finishedAt": now}}),
                 Outcome::Failed { exit_code, log } => {
                     let mut terminated = json!({
                         "exitCode": exit_code, "reason": "Error", "startedAt": now, "finishedAt": now});
@@ -114,7 +122,7 @@ pub async fn set_outcome(pods: &Api<Pod>, name: &str, outcome: &Outcome) -> Resu
         .collect();
     let (phase, ready) = match outcome {
         Outcome::Running => ("Running", "True"),
-        Outcome::Succeeded => ("Succeeded", "False"),
+        Outcome::Succeeded | Outcome::SucceededWith { .. } => ("Succeeded", "False"),
         Outcome::Failed { .. } => ("Failed", "False"),
     };
     let condition = |kind: &str, status: &str| json!({"type": kind, "status": status, "lastTransitionTime": now});

@@ -74,7 +74,8 @@ pub fn trigger_spec(spec: &crd::TriggerSpec) -> Result<TriggerSpec> {
         "function": spec.function,
         "type": kind,
         "schedule": spec.schedule,
-        "timezone": spec.timezone,
+        // The CRD defaults `timezone` to UTC on every trigger; the API takes it for cron only.
+        "timezone": (spec.kind == crd::TriggerType::Cron).then_some(&spec.timezone),
         "payload": spec.payload.clone().unwrap_or(Value::Null),
         "auth": auth,
         "enabled": spec.enabled,
@@ -184,6 +185,17 @@ mod tests {
         bad = resource;
         bad.env.insert("SLESS_X".into(), "1".into());
         assert!(function_spec(&bad).expect_err("reserved").to_string().starts_with("env.SLESS_X"));
+    }
+
+    #[test]
+    fn regression_an_http_trigger_with_the_crds_default_timezone_is_valid() {
+        // The CRD defaults `timezone` to UTC on every Trigger, http ones too; the API refuses a
+        // timezone on an http trigger, so it must not be passed on.
+        let t: crd::TriggerSpec =
+            serde_json::from_value(json!({"function": "f", "type": "http", "auth": "token"})).expect("spec");
+        assert_eq!(t.timezone, "UTC");
+        let core = trigger_spec(&t).expect("an http trigger as kubectl applies it");
+        assert_eq!(core.auth, CoreAuth::Token);
     }
 
     #[test]

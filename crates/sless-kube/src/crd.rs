@@ -152,6 +152,9 @@ pub struct FunctionStatus {
     /// The image of the active version (tagged by its archive's SHA-256).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The archive (SHA-256) `image` was built from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub built_sha256: Option<String>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -3,8 +3,13 @@
 //! and their CustomResourceDefinitions ([`crds`], [`crds_yaml`], printed by `sless crds`
 //! and kept in `deploy/crds.yaml`).
 
+pub mod build;
 pub mod convert;
 pub mod crd;
+pub mod function;
+pub mod operator;
+pub mod rbac;
+pub mod trigger;
 pub mod workload;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -16,9 +21,51 @@ pub enum Error {
     /// A definition could not be written as YAML.
     #[error("cannot write the CustomResourceDefinitions as YAML: {0}")]
     Yaml(#[from] serde_yaml::Error),
-    /// A definition could not be written as JSON.
-    #[error("cannot write the CustomResourceDefinitions as JSON: {0}")]
+    /// An object could not be written or read as JSON.
+    #[error("cannot convert an object to or from JSON: {0}")]
     Json(serde_json::Error),
+    /// An operator setting is invalid; `field` is its flag's name without `--`.
+    #[error("--{field}: {message}")]
+    Settings {
+        /// The setting.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The Kubernetes API refused a request or could not be reached.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// Leader election on the Lease failed.
+    #[error("leader election: {0}")]
+    Lease(#[source] kube_lease_manager::LeaseManagerError),
+    /// Adding or removing a finalizer failed, or the reconcile inside it did.
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// Whether trying again soon may succeed: the API unreachable or overloaded, a conflict, a
+    /// server error. A refusal (400, 403, 404, 422) needs a change first.
+    pub fn is_transient(&self) -> bool {
+        use kube::runtime::finalizer::Error as F;
+        match self {
+            Error::Kube(e) => kube_transient(e),
+            Error::Finalizer(f) => match f.as_ref() {
+                F::ApplyFailed(e) | F::CleanupFailed(e) => e.is_transient(),
+                F::AddFinalizer(e) | F::RemoveFinalizer(e) => kube_transient(e),
+                F::UnnamedObject | F::InvalidFinalizer => false,
+            },
+            Error::Lease(_) => true,
+            Error::Yaml(_) | Error::Json(_) | Error::Settings { .. } => false,
+        }
+    }
+}
+
+fn kube_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code == 409 || status.code == 429 || status.code >= 500,
+        _ => true,
+    }
 }
 
 /// `Result` with [`Error`].

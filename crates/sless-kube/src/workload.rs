@@ -11,7 +11,8 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy,
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, LimitRange, LimitRangeItem,
     LimitRangeSpec, Namespace, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceQuota, ResourceQuotaSpec,
-    ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    ResourceRequirements, SeccompProfile, SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Volume,
+    VolumeMount,
 };
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
@@ -76,15 +77,15 @@ impl Settings {
     }
 }
 
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-fn mib(n: u64) -> Quantity {
+pub(crate) fn mib(n: u64) -> Quantity {
     Quantity(format!("{n}Mi"))
 }
 
-fn meta(name: &str, namespace: Option<&str>, labels: BTreeMap<String, String>) -> ObjectMeta {
+pub(crate) fn meta(name: &str, namespace: Option<&str>, labels: BTreeMap<String, String>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.into()),
         namespace: namespace.map(Into::into),
@@ -183,6 +184,21 @@ pub fn tenant_network_policy(settings: &Settings, tenant: &str) -> NetworkPolicy
             }]),
             egress: Some(egress),
         }),
+    }
+}
+
+/// The service account the tenant's cron pods run as (`sless-cron`): no secret and no
+/// mounted token; the pods present a projected token of it to the sless API
+/// (docs/kubernetes.md, "Triggers").
+pub const CRON_SERVICE_ACCOUNT: &str = "sless-cron";
+
+/// The tenant's [`CRON_SERVICE_ACCOUNT`] in its workload namespace.
+pub fn tenant_cron_service_account(settings: &Settings, tenant: &str) -> ServiceAccount {
+    let ns = settings.workload_namespace(tenant);
+    ServiceAccount {
+        metadata: meta(CRON_SERVICE_ACCOUNT, Some(&ns), labels(&[(TENANT_LABEL, tenant), (MANAGED_BY_LABEL, "sless")])),
+        automount_service_account_token: Some(false),
+        ..ServiceAccount::default()
     }
 }
 

@@ -2,7 +2,6 @@
 //! field by field against golden files, and accepted by a real kube-apiserver — the function's
 //! pod passes Pod Security `restricted` in the tenant's namespace, a privileged pod does not.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -10,17 +9,24 @@ use k8s_openapi::api::core::v1::{LimitRange, Namespace, Pod, ResourceQuota, Serv
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
-use serde_json::{Value, json};
-use sless_kube::crd::Function;
+use serde_json::json;
+use sless_kube::build::build_job;
+use sless_kube::crd::{Function, Runtime, Trigger};
+use sless_kube::trigger::{TriggerSettings, cronjob, ingress};
 use sless_kube::workload::{
     self, FUNCTION_LABEL, Settings, TENANT_LABEL, deployment, service, tenant_limits, tenant_namespace,
     tenant_network_policy, tenant_quota,
 };
 use sless_kube_testenv::{TestNamespace, eventually};
 
+mod common;
+
 /// An image pinned by digest, as the builder records it.
 const IMAGE: &str =
     "registry.sless.invalid/team-a/hello@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// An archive's SHA-256.
+const SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fn function() -> Function {
     serde_json::from_value(json!({
@@ -32,26 +38,21 @@ fn function() -> Function {
     .expect("a function")
 }
 
-fn golden(name: &str, value: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.json"));
-    let text = format!("{}\n", serde_json::to_string_pretty(value).expect("json"));
-    if std::env::var_os("SLESS_UPDATE_DOCS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("folder")).expect("mkdir");
-        std::fs::write(&path, &text).expect("write golden");
-    }
-    let kept = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        kept == text,
-        "{} differs from what the builder makes now:\n{text}\n(regenerate with SLESS_UPDATE_DOCS=1 cargo test -p sless-kube --test workloads once the change is meant)",
-        path.display()
-    );
-}
-
 #[test]
 fn the_objects_match_their_golden_files_and_hold_the_security_rules() {
     let s = Settings::default();
     let f = function();
     let dep = deployment(&s, "team-a", &f, IMAGE);
+    let trigger = |name: &str, spec: serde_json::Value| -> Trigger {
+        serde_json::from_value(json!({"apiVersion": "sless.kube5s.ru/v1alpha1", "kind": "Trigger",
+            "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}))
+        .expect("trigger")
+    };
+    let cron = trigger(
+        "nightly",
+        json!({"function": "hello", "type": "cron", "schedule": "30 1 * * *", "timezone": "Europe/Berlin"}),
+    );
+    let http = trigger("web", json!({"function": "hello", "type": "http"}));
     for (name, value) in [
         ("namespace", serde_json::to_value(tenant_namespace(&s, "team-a"))),
         ("resourcequota", serde_json::to_value(tenant_quota(&s, "team-a"))),
@@ -59,8 +60,18 @@ fn the_objects_match_their_golden_files_and_hold_the_security_rules() {
         ("networkpolicy", serde_json::to_value(tenant_network_policy(&s, "team-a"))),
         ("deployment", serde_json::to_value(&dep)),
         ("service", serde_json::to_value(service(&s, "team-a", &f))),
+        (
+            "build-job",
+            serde_json::to_value(build_job(&common::build_settings("sless-build", 900), Runtime::Python311, SHA)),
+        ),
+        (
+            "cronjob",
+            serde_json::to_value(cronjob(&s, &TriggerSettings::default(), IMAGE, "team-a", &cron, "30 1 * * *", false)),
+        ),
+        ("ingress", serde_json::to_value(ingress(&s, &TriggerSettings::default(), "team-a", &http))),
+        ("cron-serviceaccount", serde_json::to_value(workload::tenant_cron_service_account(&s, "team-a"))),
     ] {
-        golden(name, &value.expect("json"));
+        common::golden(name, &value.expect("json"));
     }
     // The rules the golden files must never lose, checked by name.
     assert_eq!(dep.namespace().as_deref(), Some("sless-fn-team-a"));

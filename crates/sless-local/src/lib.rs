@@ -18,4 +18,4 @@ mod uids;
 pub use error::{Error, Result};
 pub use executor::{LocalConfig, LocalExecutor};
 pub use sandbox::close_inherited_descriptors;
-pub use shims::Interpreters;
+pub use shims::{Interpreters, shim_source};

@@ -10,6 +10,15 @@ use crate::{Error, Result};
 const PYTHON_SHIM: &str = include_str!("../../../runtimes/python3.11/bootstrap.py");
 const NODE_SHIM: &str = include_str!("../../../runtimes/nodejs20/bootstrap.cjs");
 
+/// The shim of `runtime`: its file name (`bootstrap.py`, `bootstrap.cjs`) and its source, as
+/// embedded in the binary (what an image build copies in; docs/kubernetes.md, "Builds").
+pub fn shim_source(runtime: Runtime) -> (&'static str, &'static str) {
+    match runtime {
+        Runtime::Python311 => ("bootstrap.py", PYTHON_SHIM),
+        Runtime::Nodejs20 => ("bootstrap.cjs", NODE_SHIM),
+    }
+}
+
 /// Writes the shims under `dir` (only when their content changed) and returns the path of
 /// each runtime's entry file.
 pub(crate) fn install(dir: &Path) -> Result<Shims> {

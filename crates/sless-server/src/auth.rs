@@ -204,7 +204,7 @@ pub(crate) fn action(method: &Method, route: &str) -> Action {
         "/v1/namespaces" if read => Action::Discover,
         "/v1/namespaces/{ns}" if read => Action::Read,
         "/v1/namespaces" | "/v1/namespaces/{ns}" => Action::Platform,
-        r if r.contains("/invoke") => Action::Invoke,
+        r if r.contains("/invoke") || r.ends_with("/fire") => Action::Invoke,
         _ if read => Action::Read,
         _ => Action::Write,
     }
@@ -349,6 +349,7 @@ mod tests {
             (Method::PATCH, fns, Action::Write),
             (Method::GET, "/v1/namespaces/{ns}/functions/{name}/invoke/{*path}", Action::Invoke),
             (Method::POST, "/v1/namespaces/{ns}/functions/{name}/invoke", Action::Invoke),
+            (Method::POST, "/v1/namespaces/{ns}/triggers/{name}/fire", Action::Invoke),
             (Method::GET, "/v1/namespaces/{ns}/functions/{name}/logs", Action::Read),
             (Method::POST, "/v1/tokens", Action::ManageTokens),
             (Method::GET, "/v1/tokens", Action::ManageTokens),

@@ -246,6 +246,12 @@ async fn call(
         .call(&target, request_id.clone(), event, &from, body.len() as u64, reply)
         .await
         .map_err(|e| AppError::Core(e.into()))?;
+    Ok(respond(answer, &request_id, target.version))
+}
+
+/// The HTTP response of a call: the function's status, headers and body, with
+/// `X-Request-Id` and `X-Sless-Version`.
+pub(crate) fn respond(answer: sless_core::event::Answer, request_id: &str, version: u32) -> Response {
     let r = answer.response;
     let mut response = Response::new(Body::from(r.body));
     *response.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK);
@@ -255,9 +261,9 @@ async fn call(
             h.append(n, v);
         }
     }
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
+    if let Ok(v) = HeaderValue::from_str(request_id) {
         h.insert("x-request-id", v);
     }
-    h.insert("x-sless-version", HeaderValue::from(target.version));
-    Ok(response)
+    h.insert("x-sless-version", HeaderValue::from(version));
+    response
 }

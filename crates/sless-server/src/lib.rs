@@ -119,6 +119,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/namespaces/{ns}/triggers/{name}",
             get(triggers::get).put(triggers::replace).patch(triggers::patch).delete(triggers::delete),
         )
+        .route("/v1/namespaces/{ns}/triggers/{name}/fire", axum::routing::post(triggers::fire))
         .route("/v1/gc", axum::routing::post(gc::run))
         .route("/v1/tokens", get(tenants::list_tokens).post(tenants::create_token))
         .route("/v1/tokens/{id}", axum::routing::delete(tenants::revoke_token))

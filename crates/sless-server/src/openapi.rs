@@ -61,6 +61,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         crate::triggers::replace,
         crate::triggers::patch,
         crate::triggers::delete,
+        crate::triggers::fire,
         crate::jobs::list,
         crate::jobs::create,
         crate::jobs::get,

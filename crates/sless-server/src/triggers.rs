@@ -240,3 +240,64 @@ pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath
     state.registry.delete_trigger(ns, name).await?;
     Ok(with_etag(StatusCode::ACCEPTED, render(&t), &t.resource_version))
 }
+
+/// `POST /v1/namespaces/{ns}/triggers/{name}/fire`: calls a cron trigger's function once, now,
+/// with the event its schedule sends (`sless_core::event::cron_event`, recorded with source
+/// `cron` and the trigger's name), and answers with the function's result as invoke does.
+/// What a schedule outside the server fires (a Kubernetes CronJob, docs/kubernetes.md) and how
+/// a user tries a schedule without waiting for it. 409 for an http or disabled trigger; 503
+/// while the function has no ready version.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/triggers/{name}/fire",
+    operation_id = "fireTrigger",
+    summary = "Fire a cron trigger now",
+    tag = "triggers",
+    params(crate::resource::NamePath),
+    responses(
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 409, response = crate::openapi::Conflict),
+        (status = 429, description = "No instance can take the call (`TooManyRequestsException`, `Retry-After: 1`).", body = crate::openapi::FunctionError),
+        (status = 502, description = "The function failed (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
+        (status = 503, response = crate::openapi::Unavailable),
+        (status = 504, description = "The function ran past `timeout_sec` (`X-Function-Error: true`).", body = crate::openapi::FunctionError),
+        (status = "default", description = "The function's answer: its status, headers and body (`X-Request-Id`, `X-Sless-Version`)."),
+    )
+)]
+pub(crate) async fn fire(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
+    use sless_control::{CallSource, Rejection};
+    use sless_core::invocation::Source;
+    let (ns, name) = p.validated()?;
+    let t = state.registry.get_trigger(ns, name).await?;
+    if t.spec.kind != TriggerType::Cron {
+        return Err(AppError::Core(sless_core::Error::Conflict(format!(
+            "trigger {name:?} is an http trigger: call it at its URL (/fn/{ns}/{})",
+            t.spec.function
+        ))));
+    }
+    if !t.spec.enabled {
+        return Err(AppError::Core(sless_core::Error::Conflict(format!("trigger {name:?} is disabled"))));
+    }
+    let from = CallSource { source: Source::Cron, name: Some(t.name.clone()) };
+    let target = match state.dispatcher.target(ns, &t.spec.function).await {
+        Ok(target) => target,
+        Err(sless_control::Error::NotReady(why)) => {
+            state.dispatcher.rejected(ns, &t.spec.function, &from, Rejection::not_ready(why.clone()));
+            return Err(AppError::NotReady(why));
+        }
+        Err(e) => return Err(AppError::Core(e.into())),
+    };
+    let id = uuid::Uuid::now_v7().to_string();
+    let tick = sless_core::time::now();
+    let event = sless_core::event::raw(&sless_core::event::cron_event(&id, ns, name, tick, &t.spec.payload));
+    // A cron call's answer follows payload 1.0's rules, as the controller's ticks do.
+    let reply = sless_core::event::Reply::Http(sless_core::event::PayloadFormat::V1);
+    let answer = state
+        .dispatcher
+        .call(&target, id.clone(), event, &from, 0, reply)
+        .await
+        .map_err(|e| AppError::Core(e.into()))?;
+    Ok(crate::invoke::respond(answer, &id, target.version))
+}

@@ -46,6 +46,10 @@ pub struct Connection {
     /// API token.
     #[arg(long, global = true, env = "SLESS_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the API token from this file instead (e.g. a mounted Secret or a projected
+    /// service-account token); surrounding whitespace is ignored.
+    #[arg(long, global = true, env = "SLESS_TOKEN_FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// Namespace of the functions.
     #[arg(long, short = 'n', global = true, env = "SLESS_NAMESPACE", default_value = "default")]
     pub namespace: String,
@@ -106,6 +110,146 @@ pub enum Command {
     /// Print the CustomResourceDefinitions of the Kubernetes backend (Function, Trigger,
     /// FunctionJob) as YAML, for `kubectl apply -f -`.
     Crds,
+    /// Run the Kubernetes operator's controllers against the cluster of KUBECONFIG (or the
+    /// in-cluster config): Functions become image builds, Deployments and Services
+    /// (docs/kubernetes.md, "The operator").
+    Operator(OperatorArgs),
+    /// Write the build context of an archive: fetch it from the archive store, check its
+    /// SHA-256 and entries, unpack it, add the runtime's shim and a Dockerfile (the first
+    /// step of a Kubernetes build Job; docs/kubernetes.md, "Builds").
+    BuildContext(BuildContextArgs),
+}
+
+/// `sless build-context`.
+#[derive(Debug, Args)]
+pub struct BuildContextArgs {
+    /// The archive store: s3://BUCKET/PREFIX or file:///ABSOLUTE/PATH.
+    #[arg(long, env = "SLESS_BLOB_URL")]
+    pub blob_url: String,
+    /// The archive's SHA-256 (lowercase hex): archives/<sha256>.zip.
+    #[arg(long)]
+    pub sha256: String,
+    /// The runtime: python3.11 or nodejs20.
+    #[arg(long)]
+    pub runtime: String,
+    /// The base image the Dockerfile starts from, pinned by digest.
+    #[arg(long)]
+    pub base_image: String,
+    /// The folder to write (empty or missing).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `sless operator`: every setting has a flag and a `SLESS_` variable (docs/kubernetes.md,
+/// "Operator settings").
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    /// Reconcile the Functions of this namespace only (default: every namespace).
+    #[arg(long, env = "SLESS_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// Prefix of the tenants' workload namespaces: tenant `acme` runs in `<prefix>acme`.
+    #[arg(long, env = "SLESS_NAMESPACE_PREFIX", default_value = "sless-fn-")]
+    pub namespace_prefix: String,
+    /// The namespace of sless itself (API and operator): the only source of traffic to
+    /// function pods.
+    #[arg(long, env = "SLESS_SYSTEM_NAMESPACE", default_value = "sless")]
+    pub sless_namespace: String,
+    /// Per tenant: most pods (ResourceQuota).
+    #[arg(long, env = "SLESS_TENANT_MAX_PODS", default_value_t = 50)]
+    pub tenant_max_pods: u32,
+    /// Per tenant: most memory of all pods, in MiB (ResourceQuota).
+    #[arg(long, env = "SLESS_TENANT_MAX_MEMORY_MB", default_value_t = 16384)]
+    pub tenant_max_memory_mb: u64,
+    /// CPU requested by each function pod, in millicores.
+    #[arg(long, env = "SLESS_CPU_REQUEST_MILLIS", default_value_t = 100)]
+    pub cpu_request_millis: u32,
+    /// Address ranges of the cluster that function egress may not reach besides DNS and the
+    /// sless namespace (repeat, or separate with commas).
+    #[arg(
+        long = "cluster-cidr",
+        env = "SLESS_CLUSTER_CIDRS",
+        value_delimiter = ',',
+        default_value = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+    )]
+    pub cluster_cidrs: Vec<String>,
+    /// The namespace builds run in (holds the push credentials; Pod Security `baseline`).
+    #[arg(long, env = "SLESS_BUILD_NAMESPACE", default_value = "sless-build")]
+    pub build_namespace: String,
+    /// The image builder (a maintained kaniko fork), pinned by digest: NAME@sha256:<64 hex>.
+    #[arg(long, env = "SLESS_BUILDER_IMAGE")]
+    pub builder_image: String,
+    /// The sless image, pinned by digest: it prepares build contexts and fires cron triggers.
+    #[arg(long, env = "SLESS_IMAGE")]
+    pub sless_image: String,
+    /// Base image of python3.11 functions, pinned by digest.
+    #[arg(long, env = "SLESS_PYTHON311_BASE_IMAGE")]
+    pub python311_base_image: String,
+    /// Base image of nodejs20 functions, pinned by digest.
+    #[arg(long, env = "SLESS_NODEJS20_BASE_IMAGE")]
+    pub nodejs20_base_image: String,
+    /// Where images are pushed, REGISTRY/PATH: an image is <repository>/<runtime>:<sha256>.
+    #[arg(long, env = "SLESS_IMAGE_REPOSITORY")]
+    pub image_repository: String,
+    /// The archive store builds read, s3://BUCKET/PREFIX (the API server's --blob-url).
+    #[arg(long, env = "SLESS_BLOB_URL")]
+    pub blob_url: String,
+    /// Secret in the build namespace whose keys are the context step's environment (S3
+    /// credentials); optional.
+    #[arg(long, env = "SLESS_BLOB_SECRET", default_value = "sless-blobs")]
+    pub blob_secret: String,
+    /// Secret (kubernetes.io/dockerconfigjson) in the build namespace the builder pushes with.
+    #[arg(long, env = "SLESS_PUSH_SECRET", default_value = "sless-registry")]
+    pub push_secret: String,
+    /// A build running longer fails, in seconds.
+    #[arg(long, env = "SLESS_BUILD_DEADLINE_SEC", default_value_t = 900)]
+    pub build_deadline_sec: u32,
+    /// A finished build Job is deleted after this many seconds.
+    #[arg(long, env = "SLESS_BUILD_TTL_SEC", default_value_t = 86400)]
+    pub build_ttl_sec: u32,
+    /// Memory limit of a build pod, in MiB.
+    #[arg(long, env = "SLESS_BUILD_MEMORY_MB", default_value_t = 2048)]
+    pub build_memory_mb: u32,
+    /// An extra label on build pods, KEY=VALUE (repeat; e.g. for cost allocation or a
+    /// scheduling policy).
+    #[arg(long = "build-pod-label", env = "SLESS_BUILD_POD_LABELS", value_delimiter = ',')]
+    pub build_pod_labels: Vec<String>,
+    /// The sless API's Service in the sless namespace (Ingresses and cron calls reach it).
+    #[arg(long, env = "SLESS_API_SERVICE", default_value = "sless-api")]
+    pub api_service: String,
+    /// The sless API Service's port.
+    #[arg(long, env = "SLESS_API_PORT", default_value_t = 8080)]
+    pub api_port: i32,
+    /// The class of the http triggers' Ingresses (default: the cluster's default class).
+    #[arg(long, env = "SLESS_INGRESS_CLASS")]
+    pub ingress_class: Option<String>,
+    /// The host the http triggers' Ingresses answer for (default: any).
+    #[arg(long, env = "SLESS_INGRESS_HOST")]
+    pub ingress_host: Option<String>,
+    /// The audience of the service-account token a cron pod presents to the API.
+    #[arg(long, env = "SLESS_TOKEN_AUDIENCE", default_value = "sless")]
+    pub token_audience: String,
+    /// A cron tick missed by more than this many seconds is skipped.
+    #[arg(long, env = "SLESS_CRON_STARTING_DEADLINE_SEC", default_value_t = 60)]
+    pub cron_starting_deadline_sec: i64,
+    /// Elect a leader among the operator's replicas: only the holder of the Lease
+    /// `--lease-name` in the sless namespace runs the controllers.
+    #[arg(long, env = "SLESS_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// The Lease of leader election.
+    #[arg(long, env = "SLESS_LEASE_NAME", default_value = "sless-operator")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease (default: the pod's name, `$HOSTNAME`).
+    #[arg(long, env = "SLESS_LEASE_IDENTITY")]
+    pub lease_identity: Option<String>,
+    /// A leader that has not renewed the Lease for this many seconds loses it.
+    #[arg(long, env = "SLESS_LEASE_DURATION_SEC", default_value_t = 15)]
+    pub lease_duration_sec: u64,
+    /// The leader renews this many seconds before its lock would expire.
+    #[arg(long, env = "SLESS_LEASE_GRACE_SEC", default_value_t = 5)]
+    pub lease_grace_sec: u64,
+    /// Log format.
+    #[arg(long, env = "SLESS_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -555,6 +699,15 @@ pub enum TriggerCommand {
     Disable {
         /// Trigger name.
         name: String,
+    },
+    /// Fire a cron trigger now: its function is called once with the event its schedule
+    /// sends, and its answer printed (as `invoke` prints it).
+    Fire {
+        /// Trigger name.
+        name: String,
+        /// Print the status line and headers too.
+        #[arg(short = 'i', long)]
+        include: bool,
     },
 }
 

@@ -34,7 +34,18 @@ pub fn connect(conn: &Connection) -> anyhow::Result<Client> {
             serde_json::from_str(&text).ok()
         })
     };
-    let file = if conn.url.is_none() || conn.token.is_none() { saved() } else { None };
+    let token_file = match &conn.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--token-file {}: cannot read it", path.display()))?;
+            let token = text.trim().to_string();
+            anyhow::ensure!(!token.is_empty(), "--token-file {}: the file is empty", path.display());
+            Some(token)
+        }
+        None => None,
+    };
+    let explicit_token = conn.token.clone().or(token_file);
+    let file = if conn.url.is_none() || explicit_token.is_none() { saved() } else { None };
     // A saved token belongs to the saved server: never send it to another one.
     let file = file.filter(|f| conn.url.is_none() || f.get("url").and_then(Value::as_str) == conn.url.as_deref());
     let from_file = |k: &str| file.as_ref().and_then(|f| f.get(k)).and_then(Value::as_str).map(str::to_string);
@@ -43,7 +54,8 @@ pub fn connect(conn: &Connection) -> anyhow::Result<Client> {
         .clone()
         .or_else(|| from_file("url"))
         .context("no server: pass --url or set SLESS_URL (or start one with `sless up` or `sless server`)")?;
-    let token =
-        conn.token.clone().or_else(|| from_file("token")).context("no token: pass --token or set SLESS_TOKEN")?;
+    let token = explicit_token
+        .or_else(|| from_file("token"))
+        .context("no token: pass --token or --token-file, or set SLESS_TOKEN")?;
     Ok(Client::new(&base, &token, &conn.namespace))
 }

@@ -145,8 +145,14 @@ pub async fn invoke(conn: &Connection, args: InvokeArgs) -> anyhow::Result<std::
         call = call.body(body);
     }
     let resp = client.invoke(&args.name, &call).await?;
+    print_answer(&resp, args.include)
+}
+
+/// Prints a function's answer (`-i`: with its status line and headers) and exits non-zero on
+/// a 4xx or 5xx.
+pub fn print_answer(resp: &sless_client::RawResponse, include: bool) -> anyhow::Result<std::process::ExitCode> {
     let status = resp.status;
-    if args.include {
+    if include {
         println!("HTTP {} {}", status.as_u16(), status.canonical_reason().unwrap_or_default());
         for (k, v) in &resp.headers {
             println!("{k}: {}", v.to_str().unwrap_or("<binary>"));
@@ -159,7 +165,7 @@ pub async fn invoke(conn: &Connection, args: InvokeArgs) -> anyhow::Result<std::
         out.write_all(b"\n")?;
     }
     if status.is_client_error() || status.is_server_error() {
-        if !args.include {
+        if !include {
             eprintln!("HTTP {} {}", status.as_u16(), status.canonical_reason().unwrap_or_default());
         }
         return Ok(std::process::ExitCode::FAILURE);

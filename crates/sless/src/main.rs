@@ -2,11 +2,13 @@
 //! parses, wires and reports the error chain.
 
 mod apply;
+mod build_context;
 mod cli;
 mod connect;
 mod functions_cli;
 mod manifest;
 mod observe_cli;
+mod operator;
 mod output;
 mod pack;
 mod serve;
@@ -62,7 +64,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Versions(c) => functions_cli::versions(&c.conn, c.args).await?,
         Command::Rollback(c) => functions_cli::rollback(&c.conn, c.args).await?,
         Command::Env(c) => functions_cli::env(&c.conn, c.command).await?,
-        Command::Trigger(c) => triggers_cli::triggers(&c.conn, c.command).await?,
+        Command::Trigger(c) => return triggers_cli::triggers(&c.conn, c.command).await,
         Command::Job(c) => return triggers_cli::jobs(&c.conn, c.command).await,
         Command::Invocations(c) => observe_cli::invocations(&c.conn, c.args).await?,
         Command::Invocation(c) => {
@@ -75,6 +77,11 @@ async fn run(cli: cli::Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Token(c) => tenants_cli::tokens(&c.conn, c.command).await?,
         Command::Namespace(c) => tenants_cli::namespaces(&c.conn, c.command).await?,
         Command::Crds => print!("{}", sless_kube::crds_yaml()?),
+        Command::BuildContext(args) => build_context::run(args).await?,
+        Command::Operator(args) => {
+            telemetry::init(args.log_format);
+            operator::run(args).await?;
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

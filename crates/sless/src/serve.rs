@@ -208,20 +208,35 @@ async fn open_database(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<Sql
 /// The archive store that `--blob-url` names (archives/ in the data folder by default),
 /// checked to answer. Errors name the store.
 async fn open_blobs(args: &ServerArgs, data_dir: &Path) -> anyhow::Result<ObjectBlobStore> {
-    let url = args.blob_url.as_deref().unwrap_or_default();
+    match args.blob_url.as_deref().unwrap_or_default() {
+        "" => {
+            let dir = data_dir.join("archives");
+            let store = ObjectBlobStore::local(&dir)
+                .map_err(|e| anyhow!("cannot open the archive folder {}: {}", dir.display(), storage_error(&e)))?;
+            store
+                .check()
+                .await
+                .map_err(|e| anyhow!("cannot reach the archive store {}: {}", dir.display(), storage_error(&e)))?;
+            Ok(store)
+        }
+        url => open_blob_url(url).await,
+    }
+}
+
+/// The archive store at `url` (`file:///ABSOLUTE/PATH` or `s3://BUCKET/PREFIX`, the syntax of
+/// `--blob-url`), checked to answer. Errors name the store.
+pub(crate) async fn open_blob_url(url: &str) -> anyhow::Result<ObjectBlobStore> {
     let store = if url.starts_with("s3://") {
         ObjectBlobStore::s3(url, &[]).with_context(|| format!("--blob-url {url}"))?
     } else {
         let dir = match url.strip_prefix("file://") {
-            _ if url.is_empty() => data_dir.join("archives"),
             Some(path) if path.starts_with('/') => PathBuf::from(path),
             _ => bail!("--blob-url {url:?}: expected file:///ABSOLUTE/PATH or s3://BUCKET/PREFIX"),
         };
         ObjectBlobStore::local(&dir)
             .map_err(|e| anyhow!("cannot open the archive folder {}: {}", dir.display(), storage_error(&e)))?
     };
-    let shown = if url.is_empty() { data_dir.join("archives").display().to_string() } else { url.to_string() };
-    store.check().await.map_err(|e| anyhow!("cannot reach the archive store {shown}: {}", storage_error(&e)))?;
+    store.check().await.map_err(|e| anyhow!("cannot reach the archive store {url}: {}", storage_error(&e)))?;
     Ok(store)
 }
 
@@ -437,7 +452,7 @@ async fn start(args: &ServerArgs, default_data_dir: PathBuf, save: SaveConnectio
     })
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -59,9 +59,13 @@ fn is_http(t: &TriggerRecord) -> bool {
     t.spec.kind == TriggerType::Http
 }
 
-pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<()> {
+pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<ExitCode> {
     let client = connect(conn)?;
     match cmd {
+        TriggerCommand::Fire { name, include } => {
+            let resp = client.fire_trigger(&name).await?;
+            return crate::functions_cli::print_answer(&resp, include);
+        }
         TriggerCommand::Create(args) => {
             let mut body = json!({
                 "name": args.name,
@@ -92,7 +96,8 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
             }
             let t = client.create_trigger(&body).await.with_context(|| format!("creating trigger {}", args.name))?;
             if args.out.output == Output::Json {
-                return print_json(&t);
+                print_json(&t)?;
+                return Ok(ExitCode::SUCCESS);
             }
             if is_http(&t) {
                 let token = if t.spec.auth == HttpAuth::Token { " (token required)" } else { "" };
@@ -111,7 +116,8 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
         TriggerCommand::List(out) => {
             let items = client.list_all_triggers().await?;
             if out.output == Output::Json {
-                return print_json(&json!({ "items": items }));
+                print_json(&json!({ "items": items }))?;
+                return Ok(ExitCode::SUCCESS);
             }
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -137,7 +143,8 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
         TriggerCommand::Get { name, out } => {
             let rec = get_trigger(&client, &name).await?;
             if out.output == Output::Json {
-                return print_json(&rec);
+                print_json(&rec)?;
+                return Ok(ExitCode::SUCCESS);
             }
             let t = json(&rec);
             print_fields(
@@ -189,7 +196,7 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
             eprintln!("disabled trigger {name}");
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn jobs(conn: &Connection, cmd: JobCommand) -> anyhow::Result<ExitCode> {

@@ -71,7 +71,8 @@ fn needs(method: &Method, path: &str) -> Needs {
         "/v1/namespaces" if read => Needs::AnyToken,
         "/v1/namespaces/{ns}" if read => Needs::Read,
         "/v1/namespaces" | "/v1/namespaces/{ns}" => Needs::Platform,
-        p if p.contains("/invoke") => Needs::Invoke,
+        // Calling a function: through invoke, or by firing its cron trigger now.
+        p if p.contains("/invoke") || p.ends_with("/fire") => Needs::Invoke,
         _ if read => Needs::Read,
         _ => Needs::Write,
     }

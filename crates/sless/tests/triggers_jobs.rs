@@ -316,3 +316,55 @@ async fn an_http_triggers_payload_format_wins_over_the_functions_on_its_url() {
     let (s, p) = post(&server, "triggers", cron).await;
     assert_eq!((s, &p["field"]), (400, &json!("payload_format")), "{p}");
 }
+
+#[tokio::test]
+async fn firing_a_cron_trigger_calls_its_function_now_with_the_schedules_event() {
+    let server = Server::start();
+    server.deploy("tick", "python3.11", "main.handler", &[("main.py", ECHO_PY)], json!({})).await;
+    // A schedule far away (once a year): only the fire call can run it during the test.
+    let (s, b) = post(
+        &server,
+        "triggers",
+        json!({"name": "yearly", "function": "tick", "type": "cron", "schedule": "0 0 1 1 *", "payload": {"n": 7}}),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    wait_for(&server, "triggers/yearly", |t| t["status"]["phase"] == "Active").await;
+
+    let fire = |name: &str| server.http.post(format!("{}/v1/namespaces/default/triggers/{name}/fire", server.url));
+    let (s, headers, body) = server.send(fire("yearly")).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["source"], "sless.cron", "the schedule's own event reached the handler: {body}");
+    let id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let records = wait_invocations(&server, "tick", "", 1).await;
+    let record = records.iter().find(|r| r["id"] == id.as_str()).expect("the call is recorded under its id");
+    assert_eq!((record["source"].as_str(), record["source_name"].as_str()), (Some("cron"), Some("yearly")));
+
+    // The CLI: the answer printed, also with the token read from a file.
+    let token_file = server.data.join("token");
+    std::fs::write(&token_file, format!("{}\n", common::TOKEN)).expect("token file");
+    let out = std::process::Command::new(common::bin())
+        .args(["trigger", "fire", "yearly", "--token-file"])
+        .arg(&token_file)
+        .env("SLESS_URL", &server.url)
+        .env("SLESS_CONFIG_DIR", server.data.join("cli-config"))
+        .env_remove("SLESS_TOKEN")
+        .output()
+        .expect("run sless");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sless.cron"));
+
+    // Only an enabled cron trigger can be fired; nothing is called otherwise.
+    post(&server, "triggers", json!({"name": "web", "function": "tick", "type": "http"})).await;
+    let (s, _, b) = server.send(fire("web")).await;
+    assert_eq!((s, b["type"].as_str()), (409, Some("https://sless.dev/problems/conflict")), "{b}");
+    assert!(b["detail"].as_str().is_some_and(|d| d.contains("/fn/default/tick")), "{b}");
+    let (s, b) = patch(&server, "triggers/yearly", json!({"enabled": false})).await;
+    assert_eq!(s, 200, "{b}");
+    let (s, _, b) = server.send(fire("yearly")).await;
+    assert_eq!(s, 409, "{b}");
+    let (s, _, _) = server.send(fire("nope")).await;
+    assert_eq!(s, 404);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(invocations(&server, "tick", "").await.len(), 2, "only the two fires called the function");
+}
