@@ -349,7 +349,7 @@ async function loadHandler() {
 // Context
 
 // Identity values exactly as the Python shim computes them (see PROTOCOL.md, "The context").
-let memoryMB, functionName, functionVersion, invokedFunctionArn, logGroupName, logStreamName;
+let memoryMB, functionName, functionVersion, invokedFunctionArn, logGroupName, logStreamName, functionFolderId, token;
 
 // Everything read from the environment: at start, or after `load` in a generic process.
 function configure() {
@@ -368,6 +368,14 @@ function configure() {
   functionName = env.SLESS_FUNCTION_NAME || env.AWS_LAMBDA_FUNCTION_NAME || '';
   functionVersion = env.SLESS_FUNCTION_VERSION || env.AWS_LAMBDA_FUNCTION_VERSION || '$LATEST';
   const namespace = env.SLESS_NAMESPACE || 'default';
+  functionFolderId = namespace;
+  token = env.YC_IAM_TOKEN
+    ? {
+        access_token: env.YC_IAM_TOKEN,
+        expires_in: /^[0-9]+$/.test(env.YC_IAM_TOKEN_EXPIRES_IN || '') ? Number(env.YC_IAM_TOKEN_EXPIRES_IN) : 43200,
+        token_type: 'Bearer',
+      }
+    : undefined;
   invokedFunctionArn = `arn:aws:lambda:local:${namespace}:function:${functionName}`;
   logGroupName = `/aws/lambda/${functionName}`;
   const d = new Date();
@@ -377,11 +385,29 @@ function configure() {
   logStreamName = `${d.getUTCFullYear()}/${p(d.getUTCMonth() + 1)}/${p(d.getUTCDate())}/[${functionVersion}]${hex}`;
 }
 
+// Yandex's context.getPayload(): the HTTP event's body as Yandex's HTTP integration gives it
+// (JSON.parse for application/json, querystring.parse for a form, else the text; base64 bodies
+// decoded first); for any other event (cron, job), the event itself.
+function payloadOf(event) {
+  if (event === null || typeof event !== 'object' || !('body' in event) || !('httpMethod' in event || 'rawPath' in event)) {
+    return event;
+  }
+  let body = event.body;
+  if (body === null || body === undefined) return body;
+  if (event.isBase64Encoded) body = Buffer.from(String(body), 'base64').toString('utf8');
+  const headers = event.headers || {};
+  const name = Object.keys(headers).find((k) => k.toLowerCase() === 'content-type');
+  const type = name === undefined ? '' : String(headers[name]).split(';')[0].trim().toLowerCase();
+  if (type === 'application/json') return JSON.parse(body);
+  if (type === 'application/x-www-form-urlencoded') return require('node:querystring').parse(body);
+  return body;
+}
+
 function alias(obj, name, value) {
   Object.defineProperty(obj, name, { value, enumerable: false, writable: true, configurable: true });
 }
 
-function makeContext(inv, done) {
+function makeContext(inv, done, event) {
   const remaining = () => Math.max(0, inv.deadline - Date.now());
   const ctx = {
     // concurrency > 1: the event loop is shared, so nothing can wait for it to be empty
@@ -397,6 +423,10 @@ function makeContext(inv, done) {
     identity: undefined,
     clientContext: undefined,
     getRemainingTimeInMillis: remaining,
+    // Yandex Cloud Functions' names
+    functionFolderId,
+    token,
+    getPayload: () => payloadOf(event),
     done,
     succeed: (result) => done(null, result),
     fail: (err) => done(err === undefined || err === null ? 'handled' : err),
@@ -472,9 +502,27 @@ process.on('beforeExit', () => {
   updateRef();
 });
 
+// The end of a call's output at the descriptor level (PROTOCOL.md, "Fences"): written to fd 1
+// and fd 2 before the call's answer, so that the supervisor knows every byte before it in
+// those pipes (child processes, fs.writeSync) was written during the call.
+function writeFence(id) {
+  const fence = Buffer.from(`\u001esless-fence:${id}\u001e\n`);
+  for (const fd of [1, 2]) {
+    for (let tries = 0; tries < 1000; tries++) {
+      try {
+        fs.writeSync(fd, fence);
+        break;
+      } catch (e) {
+        if (!e || e.code !== 'EAGAIN') break; // a pipe set non-blocking and full: the supervisor drains it
+      }
+    }
+  }
+}
+
 function finish(inv, isError, value, fatal = false) {
   if (inv.sent) return;
   inv.sent = true;
+  writeFence(inv.id);
   if (isError) sendError(inv, value, fatal);
   else sendResult(inv, value);
   inv.onEmpty = null;
@@ -509,7 +557,7 @@ function start(inv, msg) {
     if (err !== undefined && err !== null) finish(inv, true, err);
     else finish(inv, false, result);
   };
-  const ctx = makeContext(inv, done);
+  const ctx = makeContext(inv, done, msg.event);
   const callback = (err, result) => {
     if (!claim()) return;
     if (err !== undefined && err !== null) finish(inv, true, err);
@@ -749,6 +797,7 @@ function openSocket() {
     if (!inv || inv.sent || closing || !sock || sock.destroyed || sock.writableLength > 0) return;
     const e = runtimeError('Runtime.ExitError', `RequestId: ${inv.id} Error: Runtime exited with error: exit status ${code}`);
     const d = describeError(e);
+    writeFence(inv.id);
     try {
       fs.writeSync(controlFd, frame(JSON.stringify(errorFrame(inv.id, d, [], true))));
     } catch (_) {

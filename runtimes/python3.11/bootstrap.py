@@ -508,6 +508,17 @@ def _init_identity():
     c.invoked_function_arn = "arn:aws:lambda:local:%s:function:%s" % (namespace, name)
     c.log_group_name = _LOG_GROUP
     c.log_stream_name = _LOG_STREAM
+    c.function_folder_id = namespace
+    c.token = _yandex_token()
+
+
+def _yandex_token():
+    """Yandex's `context.token`: the IAM token given as YC_IAM_TOKEN, else None (PROTOCOL.md)."""
+    access = os.environ.get("YC_IAM_TOKEN")
+    if not access:
+        return None
+    return {"access_token": access, "expires_in": _env_number(int, 43200, "YC_IAM_TOKEN_EXPIRES_IN"),
+            "token_type": "Bearer"}
 
 
 def _concurrency():
@@ -543,12 +554,16 @@ class LambdaContext(object):
     log_stream_name = ""
     client_context = None
     tenant_id = None
+    # Yandex Cloud Functions' names: set by _init_identity()
+    function_folder_id = "default"
+    token = None
 
     def __init__(self, request_id, deadline_ms):
         self.aws_request_id = request_id
         self.request_id = request_id
         self.identity = CognitoIdentity()
         self._deadline_ms = deadline_ms
+        self.deadline_ms = int(deadline_ms)
 
     def get_remaining_time_in_millis(self):
         return max(0, int(self._deadline_ms - time.time() * 1000))
@@ -892,6 +907,7 @@ def _invoke(handler, msg):
         # requests' unfinished lines stay buffered)
         flush_id = rid_json if threaded else None
         _flush_streams(flush_id)
+        _write_fence(rid)
         try:
             sent = _send(frame)
         except OverflowError:
@@ -908,6 +924,18 @@ def _invoke(handler, msg):
         _exit(exit_code)  # with concurrency > 1 this ends the other requests too
     if not sent:
         _exit(0)  # supervisor gone
+
+
+def _write_fence(rid):
+    """Marks the end of a call's descriptor-level output (PROTOCOL.md, "Fences"): written to fd 1
+    and fd 2 before the call's answer, so every byte before it in those pipes (child processes,
+    os.write, C code) was written during the call."""
+    fence = ("\x1esless-fence:%s\x1e\n" % (rid,)).encode("utf-8", "replace")
+    for fd in (1, 2):
+        try:
+            _write_all(fd, fence)
+        except OSError:
+            pass
 
 
 def _invoke_in_worker(handler, msg):

@@ -8,6 +8,7 @@ inherited as fd 3) and talks to it with frames as described in runtimes/PROTOCOL
 """
 
 import json
+import re
 import os
 import shutil
 import socket
@@ -193,10 +194,17 @@ class Shim:
         return self.proc.wait(timeout=timeout)
 
     def stdout(self):
+        """fd 1 as written, without the fence lines (PROTOCOL.md, "Fences"), as the supervisor logs it."""
+        return strip_fences(self.raw_stdout())
+
+    def stderr(self):
+        return strip_fences(self.raw_stderr())
+
+    def raw_stdout(self):
         self.out.seek(0)
         return self.out.read().decode("utf-8", "replace")
 
-    def stderr(self):
+    def raw_stderr(self):
         self.err.seek(0)
         return self.err.read().decode("utf-8", "replace")
 
@@ -213,6 +221,13 @@ class Shim:
                 self.proc.wait()
         self.out.close()
         self.err.close()
+
+
+FENCE = re.compile("\x1esless-fence:[^\x1e\n]*\x1e\n")
+
+
+def strip_fences(text):
+    return FENCE.sub("", text)
 
 
 def stdout_text(logs):
@@ -776,6 +791,35 @@ class OutputCapture(NodeShimTestCase):
         self.assertIs(f["result"], True)
         self.assertEqual(stdout_text(logs), "h\u00e9llo \u2603\npartialhi\nx")
         self.assertEqual(stderr_text(logs), "err with callback\n")
+
+    def test_each_answer_is_fenced_on_fd_1_and_2(self):
+        # PROTOCOL.md, "Fences": before each answer, a fence line with the request id on both
+        # descriptors, after what the call wrote there (a partial line stays in front of it).
+        shim = self.start(
+            {
+                "index.js": """
+                const fs = require("fs");
+                exports.handler = async (event) => {
+                  fs.writeSync(1, "partial");
+                  fs.writeSync(2, "whole\\n");
+                  if (event.boom) throw new Error("x");
+                  return "ok";
+                };
+                """
+            }
+        )
+        _, f1 = shim.call({})
+        _, f2 = shim.call({"boom": True})
+        self.assertEqual((f1["type"], f2["type"]), ("result", "error"))
+        first, second = f1["id"], f2["id"]
+        shim.sock.close()
+        self.assertEqual(shim.wait(), 0)
+        self.assertEqual(
+            shim.raw_stdout(), "partial\x1esless-fence:%s\x1e\npartial\x1esless-fence:%s\x1e\n" % (first, second)
+        )
+        err = shim.raw_stderr()
+        self.assertTrue(err.startswith("whole\n\x1esless-fence:%s\x1e\nwhole\n" % first), err)
+        self.assertTrue(err.endswith("\x1esless-fence:%s\x1e\n" % second), err)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -176,8 +176,17 @@ class Shim(object):
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, err = self.proc.communicate()
-        self.finished = (self.proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        self.raw_output = (out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        # without the fence lines (PROTOCOL.md, "Fences"), as the supervisor logs fd 1/2
+        self.finished = (self.proc.returncode, strip_fences(self.raw_output[0]), strip_fences(self.raw_output[1]))
         return self.finished
+
+
+FENCE = re.compile("\x1esless-fence:[^\x1e\n]*\x1e\n")
+
+
+def strip_fences(text):
+    return FENCE.sub("", text)
 
 
 def logs(frames, rid, stream=None):
@@ -510,6 +519,27 @@ class TestServe(ShimTestCase):
         self.assertIn("from a child process", out)
         self.assertIn("via __stdout__", out)
         self.assertIn("raw fd2", err)
+
+    def test_each_answer_is_fenced_on_fd_1_and_2(self):
+        # PROTOCOL.md, "Fences": before each answer, a fence line with the request id on both
+        # descriptors, after what the call wrote there (a partial line stays in front of it).
+        shim = self.start_ready({"main.py": """
+            import os
+            def handler(event, context):
+                os.write(1, b"partial")
+                os.write(2, b"whole\\n")
+                if event == "boom":
+                    raise ValueError("x")
+                return "ok"
+        """}, "main.handler")
+        self.assertEqual(shim.invoke("a1")[-1]["result"], "ok")
+        self.assertEqual(shim.invoke("a2", event="boom")[-1]["type"], "error")
+        code, _, _ = shim.finish()
+        self.assertEqual(code, 0)
+        out, err = shim.raw_output
+        self.assertEqual(out, "partial\x1esless-fence:a1\x1e\npartial\x1esless-fence:a2\x1e\n")
+        self.assertTrue(err.startswith("whole\n\x1esless-fence:a1\x1e\nwhole\n"), err)
+        self.assertTrue(err.endswith("\x1esless-fence:a2\x1e\n"), err)
 
     def test_env_is_clean_and_unbuffered_not_needed(self):
         shim = self.start_ready({"main.py": """

@@ -27,7 +27,7 @@ fn function_json(name: &str) -> Value {
     json!({
         "namespace": "default", "name": name, "runtime": "python3.11", "entrypoint": "main.handler",
         "memory_mb": 128, "timeout_sec": 30, "env": {"A": "b"}, "enabled": true, "concurrency": 1,
-        "max_instances": null, "idle_timeout_sec": 600, "resource_version": 3, "active_version": 2,
+        "max_instances": null, "idle_timeout_sec": 600, "payload_format": "1.0", "resource_version": 3, "active_version": 2,
         "status": {"phase": "Ready", "message": "version 2 is serving", "conditions": [{
             "type": "Ready", "status": "True", "reason": "Built", "message": "",
             "lastTransitionTime": "2026-01-02T03:04:05.678Z"}]},

@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::dispatcher::{CallSource, Dispatcher, Rejection};
+use sless_core::event::{PayloadFormat, Reply};
 
 /// Bytes of a job's response kept in its status.
 const EXCERPT_BYTES: usize = 1024;
@@ -219,7 +220,7 @@ impl Controller {
                 };
                 let id = uuid::Uuid::now_v7().to_string();
                 let event = raw(&cron_event(&id, &ns, &name, tick, &payload));
-                if let Err(e) = dispatcher.call(&target, id, event, &from, 0).await {
+                if let Err(e) = dispatcher.call(&target, id, event, &from, 0, Reply::Http(PayloadFormat::V1)).await {
                     tracing::warn!(error = %e, "cron call failed");
                 }
                 None
@@ -305,6 +306,7 @@ impl Controller {
                                 raw(&job_event(&j.name, j.spec.run_id, &j.spec.payload)),
                                 &from,
                                 0,
+                                Reply::Http(PayloadFormat::V1),
                             )
                             .await
                     }

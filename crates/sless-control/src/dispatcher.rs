@@ -107,7 +107,8 @@ impl Dispatcher {
         self.routes.http_trigger(namespace, function).await
     }
 
-    /// Calls `target` with `event` and records the call under `request_id`.
+    /// Calls `target` with `event` and records the call under `request_id`; `reply` says how
+    /// a returned value becomes the response.
     /// Errors only for platform failures (the function's failures are in the answer).
     pub async fn call(
         &self,
@@ -116,6 +117,7 @@ impl Dispatcher {
         event: Box<RawValue>,
         from: &CallSource,
         request_bytes: u64,
+        reply: sless_core::event::Reply,
     ) -> Result<Answer> {
         let started_at = sless_core::time::now();
         let started = Instant::now();
@@ -137,7 +139,7 @@ impl Dispatcher {
             }
             outcome.logs.push(line);
         }
-        let answer = answer(&outcome.result, target.spec.timeout_sec, self.max_response_bytes);
+        let answer = answer(&outcome.result, reply, target.spec.timeout_sec, self.max_response_bytes);
         let labels = Metrics::function(&target.namespace, &target.name);
         self.metrics.invocation_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
         if outcome.cold_start.is_some() {

@@ -41,6 +41,16 @@ impl Runtime {
         }
     }
 
+    /// Lambda's `AWS_EXECUTION_ENV` for this runtime: `AWS_Lambda_` and Lambda's runtime
+    /// identifier (`python3.11`, `nodejs20.x`), as Lambda sets it (docs/writing-functions.md,
+    /// "Environment").
+    pub fn lambda_execution_env(self) -> &'static str {
+        match self {
+            Runtime::Python311 => "AWS_Lambda_python3.11",
+            Runtime::Nodejs20 => "AWS_Lambda_nodejs20.x",
+        }
+    }
+
     /// The runtime's API name, e.g. `python3.11`.
     pub fn name(self) -> &'static str {
         match self {

@@ -24,6 +24,9 @@ pub const CONCURRENCY_RANGE: std::ops::RangeInclusive<u32> = 1..=100;
 pub const MAX_ENV_BYTES: usize = 32 * 1024;
 /// Env names reserved for the platform (a function may not set them).
 pub const RESERVED_ENV_PREFIXES: [&str; 2] = ["SLESS_", "AWS_LAMBDA_"];
+/// Env names of Lambda's runtime that the platform sets and a function may not (Lambda
+/// reserves them too; docs/writing-functions.md, "Environment").
+pub const RESERVED_ENV_NAMES: [&str; 4] = ["_HANDLER", "AWS_EXECUTION_ENV", "LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR"];
 
 /// What the user declares about a function. Serialised flat, as in the API's function object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +57,11 @@ pub struct FunctionSpec {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub idle_timeout_sec: Option<u32>,
+    /// The HTTP event and response rules: `"1.0"` (API Gateway REST, the default) or `"2.0"`
+    /// (HTTP API / function URLs); an http trigger may choose its own.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub payload_format: crate::event::PayloadFormat,
 }
 
 fn default_concurrency() -> u32 {
@@ -84,6 +92,7 @@ impl FunctionSpec {
                     | "concurrency"
                     | "max_instances"
                     | "idle_timeout_sec"
+                    | "payload_format"
             ) || READ_ONLY.contains(&key.as_str());
             if !known {
                 return Err(Error::field(key, "unknown field"));
@@ -117,9 +126,14 @@ impl FunctionSpec {
             None | Some(Value::Null) => None,
             Some(_) => Some(optional_u32(obj, "idle_timeout_sec", 300, 1..=86_400)?),
         };
+        let payload_format = match obj.get("payload_format") {
+            None | Some(Value::Null) => crate::event::PayloadFormat::V1,
+            Some(v) => crate::event::PayloadFormat::parse("payload_format", v)?,
+        };
         Ok((
             name,
             FunctionSpec {
+                payload_format,
                 runtime,
                 entrypoint,
                 memory_mb,
@@ -206,6 +220,9 @@ fn parse_env(value: Option<&Value>) -> Result<BTreeMap<String, String>> {
         if let Some(prefix) = RESERVED_ENV_PREFIXES.iter().find(|p| key.starts_with(**p)) {
             return Err(Error::field(field, format!("names starting with {prefix} are reserved")));
         }
+        if RESERVED_ENV_NAMES.contains(&key.as_str()) {
+            return Err(Error::field(field, "this name is reserved: the platform sets it"));
+        }
         // Values are secrets: the error never echoes them.
         let Value::String(value) = value else {
             return Err(Error::field(field, "value must be a string (quote numbers and booleans)"));
@@ -264,6 +281,19 @@ mod tests {
     }
 
     #[test]
+    fn a_spec_stored_before_payload_format_existed_reads_as_1_0() {
+        // The SQL store keeps specs as JSON: a row written by an older server has no field.
+        let mut old = serde_json::to_value(spec()).expect("json");
+        old.as_object_mut().expect("object").remove("payload_format");
+        let read: FunctionSpec = serde_json::from_value(old).expect("an old row");
+        assert_eq!(read.payload_format, crate::event::PayloadFormat::V1);
+        let v2 = spec().merge_patch("f", &json!({"payload_format": "2.0"})).expect("2.0");
+        assert_eq!(v2.payload_format, crate::event::PayloadFormat::V2);
+        let err = spec().merge_patch("f", &json!({"payload_format": "3.0"})).expect_err("3.0");
+        assert!(err.to_string().starts_with("payload_format: "), "{err}");
+    }
+
+    #[test]
     fn unknown_fields_and_bad_env_are_named() {
         let err = FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "memroy_mb": 1}))
             .expect_err("typo");
@@ -275,6 +305,10 @@ mod tests {
             FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"SLESS_X": "x"}}))
                 .expect_err("reserved");
         assert!(err.to_string().starts_with("env.SLESS_X: "));
+        let err =
+            FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"_HANDLER": "x"}}))
+                .expect_err("reserved");
+        assert!(err.to_string().starts_with("env._HANDLER: "), "{err}");
         let err =
             FunctionSpec::from_json(&json!({"runtime": "nodejs20", "entrypoint": "i.h", "env": {"S": {"secret": 1}}}))
                 .expect_err("obj");

@@ -58,10 +58,15 @@ pub struct TriggerSpec {
     pub enabled: bool,
     /// Cron only: start an instance this many seconds before each tick (0 = off).
     pub prewarm_sec: u32,
+    /// Http only: the payload format of calls through this trigger (`"1.0"` or `"2.0"`);
+    /// `None`: the function's.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub payload_format: Option<crate::event::PayloadFormat>,
 }
 
-const TRIGGER_FIELDS: [&str; 9] =
-    ["name", "function", "type", "schedule", "timezone", "payload", "auth", "enabled", "prewarm_sec"];
+const TRIGGER_FIELDS: [&str; 10] =
+    ["name", "function", "type", "schedule", "timezone", "payload", "auth", "enabled", "prewarm_sec", "payload_format"];
 const READ_ONLY: [&str; 5] = ["namespace", "resource_version", "created_at", "updated_at", "status"];
 
 impl TriggerSpec {
@@ -96,6 +101,10 @@ impl TriggerSpec {
             Some(_) => return Err(Error::field("timezone", "must be an IANA time zone name")),
         };
         let payload = obj.get("payload").cloned().unwrap_or(Value::Null);
+        let payload_format = match obj.get("payload_format") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(crate::event::PayloadFormat::parse("payload_format", v)?),
+        };
         let enabled = optional_bool(obj, "enabled", true)?;
         let prewarm_sec = match obj.get("prewarm_sec") {
             None | Some(Value::Null) => 0,
@@ -113,6 +122,9 @@ impl TriggerSpec {
                 check_schedule(s, &timezone)?;
                 if auth != HttpAuth::None {
                     return Err(Error::field("auth", "applies to http triggers only"));
+                }
+                if payload_format.is_some() {
+                    return Err(Error::field("payload_format", "applies to http triggers only"));
                 }
             }
             TriggerType::Http => {
@@ -139,6 +151,7 @@ impl TriggerSpec {
                 auth,
                 enabled,
                 prewarm_sec,
+                payload_format,
             },
         ))
     }

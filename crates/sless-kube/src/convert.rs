@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 use sless_core::Result;
+use sless_core::event::PayloadFormat as CoreFormat;
 use sless_core::job::JobSpec;
 use sless_core::spec::FunctionSpec;
 use sless_core::trigger::{HttpAuth as CoreAuth, TriggerSpec, TriggerType as CoreType};
@@ -32,6 +33,7 @@ pub fn function_spec(spec: &crd::FunctionSpec) -> Result<FunctionSpec> {
         "concurrency": spec.concurrency,
         "max_instances": spec.max_instances,
         "idle_timeout_sec": spec.idle_timeout_sec,
+        "payload_format": spec.payload_format.map(format_name),
     });
     FunctionSpec::from_json(&body).map(|(_, s)| s)
 }
@@ -52,6 +54,7 @@ pub fn function_resource_spec(spec: &FunctionSpec, sha256: Option<&str>) -> crd:
         concurrency: spec.concurrency,
         max_instances: spec.max_instances,
         idle_timeout_sec: spec.idle_timeout_sec,
+        payload_format: (spec.payload_format != CoreFormat::V1).then(|| resource_format(spec.payload_format)),
         code: sha256.map(|s| crd::Code { sha256: s.to_string() }),
     }
 }
@@ -77,6 +80,7 @@ pub fn trigger_spec(spec: &crd::TriggerSpec) -> Result<TriggerSpec> {
         "auth": auth,
         "enabled": spec.enabled,
         "prewarm_sec": spec.prewarm_sec.unwrap_or(0),
+        "payload_format": spec.payload_format.map(format_name),
     });
     TriggerSpec::from_json(&body, sless_core::schedule::check).map(|(_, s)| s)
 }
@@ -98,6 +102,22 @@ pub fn trigger_resource_spec(spec: &TriggerSpec) -> crd::TriggerSpec {
         },
         enabled: spec.enabled,
         prewarm_sec: (spec.prewarm_sec > 0).then_some(spec.prewarm_sec),
+        payload_format: spec.payload_format.map(resource_format),
+    }
+}
+
+/// The REST API's name of a payload format.
+fn format_name(f: crd::PayloadFormat) -> &'static str {
+    match f {
+        crd::PayloadFormat::V1 => CoreFormat::V1.as_str(),
+        crd::PayloadFormat::V2 => CoreFormat::V2.as_str(),
+    }
+}
+
+fn resource_format(f: CoreFormat) -> crd::PayloadFormat {
+    match f {
+        CoreFormat::V1 => crd::PayloadFormat::V1,
+        CoreFormat::V2 => crd::PayloadFormat::V2,
     }
 }
 

@@ -100,12 +100,16 @@ pub struct FunctionSpec {
     #[serde(default = "default_timeout_sec")]
     #[schemars(range(min = 1, max = 900))]
     pub timeout_sec: u32,
-    /// Environment variables (names `[A-Za-z_][A-Za-z0-9_]*`; `SLESS_*` and `AWS_LAMBDA_*`
-    /// are reserved).
+    /// Environment variables (names `[A-Za-z_][A-Za-z0-9_]*`; `SLESS_*`, `AWS_LAMBDA_*`,
+    /// `_HANDLER`, `AWS_EXECUTION_ENV`, `LAMBDA_TASK_ROOT` and `LAMBDA_RUNTIME_DIR` are reserved).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = [{
         "rule": "self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && !k.startsWith('SLESS_') && !k.startsWith('AWS_LAMBDA_'))",
         "message": "env names are [A-Za-z_][A-Za-z0-9_]*, and SLESS_* and AWS_LAMBDA_* are reserved"
+    }, {
+        // Map lookups, not a test per key: the API server bounds a rule's estimated cost.
+        "rule": "!('_HANDLER' in self) && !('AWS_EXECUTION_ENV' in self) && !('LAMBDA_TASK_ROOT' in self) && !('LAMBDA_RUNTIME_DIR' in self)",
+        "message": "_HANDLER, AWS_EXECUTION_ENV, LAMBDA_TASK_ROOT and LAMBDA_RUNTIME_DIR are reserved"
     }]))]
     pub env: BTreeMap<String, String>,
     /// A disabled function keeps its code but answers 503 (default true).
@@ -123,6 +127,10 @@ pub struct FunctionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86400))]
     pub idle_timeout_sec: Option<u32>,
+    /// The HTTP event and response rules: `"1.0"` (API Gateway REST; unset means this) or
+    /// `"2.0"` (HTTP API / function URLs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_format: Option<PayloadFormat>,
     /// The code to run; unset until an archive is uploaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<Code>,
@@ -166,6 +174,17 @@ pub enum TriggerType {
     Cron,
 }
 
+/// An HTTP event format: API Gateway's payload format versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PayloadFormat {
+    /// API Gateway REST proxy events (payload format 1.0).
+    #[serde(rename = "1.0")]
+    V1,
+    /// HTTP API / Lambda function URL events (payload format 2.0).
+    #[serde(rename = "2.0")]
+    V2,
+}
+
 /// Who may call an http trigger.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -198,7 +217,8 @@ pub enum HttpAuth {
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "self.type != 'cron' || has(self.schedule)", "message": "a cron trigger needs a schedule", "fieldPath": ".schedule"},
     {"rule": "self.type != 'http' || !has(self.schedule)", "message": "an http trigger takes no schedule", "fieldPath": ".schedule"},
-    {"rule": "self.type == 'http' || self.auth == 'none'", "message": "auth is for http triggers", "fieldPath": ".auth"}
+    {"rule": "self.type == 'http' || self.auth == 'none'", "message": "auth is for http triggers", "fieldPath": ".auth"},
+    {"rule": "self.type == 'http' || !has(self.payloadFormat)", "message": "payloadFormat is for http triggers", "fieldPath": ".payloadFormat"}
 ]))]
 pub struct TriggerSpec {
     /// The function it calls, in the same namespace (a DNS-1123 label).
@@ -228,6 +248,10 @@ pub struct TriggerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 3600))]
     pub prewarm_sec: Option<u32>,
+    /// Http: the payload format of calls through this trigger (`"1.0"` or `"2.0"`); unset:
+    /// the function's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_format: Option<PayloadFormat>,
 }
 
 /// What the operator observed of a [`Trigger`].

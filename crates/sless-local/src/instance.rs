@@ -71,7 +71,11 @@ impl LaunchSpec {
             ("HOME".into(), self.view.of(tmp_dir).display().to_string()),
             ("TMPDIR".into(), self.view.of(tmp_dir).display().to_string()),
         ];
+        // Lambda's variables that a function may set itself (its `env` comes after them and wins).
+        env.extend(LAMBDA_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env.extend(t.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let code_dir = self.view.of(&self.code_dir).display().to_string();
+        let runtime_dir = self.view.of(&self.shim).parent().map(|d| d.display().to_string()).unwrap_or_default();
         let fixed = [
             ("SLESS_CODE_DIR", self.view.of(&self.code_dir).display().to_string()),
             ("SLESS_HANDLER", t.spec.entrypoint.clone()),
@@ -84,6 +88,12 @@ impl LaunchSpec {
             ("AWS_LAMBDA_FUNCTION_NAME", t.name.clone()),
             ("AWS_LAMBDA_FUNCTION_VERSION", t.version.to_string()),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", t.spec.memory_mb.to_string()),
+            ("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand".to_string()),
+            ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{}", t.name)),
+            ("AWS_EXECUTION_ENV", self.runtime.lambda_execution_env().to_string()),
+            ("LAMBDA_TASK_ROOT", code_dir),
+            ("LAMBDA_RUNTIME_DIR", runtime_dir),
+            ("_HANDLER", t.spec.entrypoint.clone()),
         ];
         env.extend(fixed.into_iter().map(|(k, v)| (k.to_string(), v)));
         if let Some(deps) = &self.deps_dir {
@@ -124,6 +134,12 @@ impl LaunchSpec {
         Ok(())
     }
 }
+
+/// Lambda's runtime variables that have no sless meaning, with the values every instance gets
+/// unless the function's `env` sets them (docs/writing-functions.md, "Environment"): a region
+/// placeholder (SDKs and Powertools read one) and Lambda's time zone.
+const LAMBDA_DEFAULTS: [(&str, &str); 3] =
+    [("AWS_REGION", "us-east-1"), ("AWS_DEFAULT_REGION", "us-east-1"), ("TZ", ":UTC")];
 
 /// V8's heap limit for a Node instance of `memory_mb`: ¾ of it, leaving room for code and
 /// buffers outside the heap.
@@ -207,6 +223,8 @@ struct Shared {
     /// once with it.
     ended: Mutex<Option<String>>,
     memory: Mutex<Option<InstanceGroup>>,
+    /// The pipes ([`STDOUT`], [`STDERR`] bits) that reached their end: no fence will come.
+    closed: std::sync::atomic::AtomicU8,
     /// The memory peak last read from the group, and when (see [`PEAK_EVERY`]).
     peak: Mutex<Option<(std::time::Instant, Option<u64>)>>,
 }
@@ -223,7 +241,27 @@ struct Identity {
 struct Pending {
     logs: LogCollector,
     done: oneshot::Sender<(InvokeResult, Vec<String>)>,
+    /// The answer the runtime sent, kept until the call's fences are read.
+    answer: Option<InvokeResult>,
+    /// The streams ([`STDOUT`], [`STDERR`] bits) whose fence for this call has been read.
+    fences: u8,
+    /// Told when the answer is in but the fences are not (the caller then times the wait).
+    answered: Option<oneshot::Sender<()>>,
 }
+
+/// The stdout pipe's bit in [`Pending::fences`] and [`Shared::closed`].
+const STDOUT: u8 = 1;
+/// The stderr pipe's bit.
+const STDERR: u8 = 2;
+/// Both pipes.
+const BOTH: u8 = STDOUT | STDERR;
+/// What starts a fence line on a function's stdout/stderr (runtimes/PROTOCOL.md, "Fences"):
+/// `\x1esless-fence:<request id>\x1e`.
+const FENCE: &str = "\u{1e}sless-fence:";
+/// Longest wait for a call's fences once its answer is in. They are written before the
+/// answer, so they are normally read within microseconds; this bounds a fence that was lost
+/// (cut with a line over `MAX_LINE_BYTES`, a pipe closed by the function).
+const FENCE_WAIT: Duration = Duration::from_secs(1);
 
 /// What one call to an instance produced.
 pub(crate) struct CallOutput {
@@ -430,13 +468,18 @@ impl Instance {
             init_error: Mutex::new(None),
             ended: Mutex::new(None),
             memory: Mutex::new(None),
+            closed: std::sync::atomic::AtomicU8::new(0),
             peak: Mutex::new(None),
         });
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(forward_lines(out, shared.clone()));
+            tokio::spawn(forward_lines(out, STDOUT, shared.clone()));
+        } else {
+            shared.closed.fetch_or(STDOUT, Ordering::SeqCst);
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(forward_lines(err, shared.clone()));
+            tokio::spawn(forward_lines(err, STDERR, shared.clone()));
+        } else {
+            shared.closed.fetch_or(STDERR, Ordering::SeqCst);
         }
         let (exit_tx, exited) = watch::channel(None);
         tokio::spawn(async move {
@@ -474,7 +517,9 @@ impl Instance {
             function: who.function,
             request_id: id.clone(),
         });
-        lock(&self.shared.pending).insert(id.clone(), Pending { logs, done });
+        let (answered_tx, answered_rx) = oneshot::channel();
+        lock(&self.shared.pending)
+            .insert(id.clone(), Pending { logs, done, answer: None, fences: 0, answered: Some(answered_tx) });
         let deadline_ms =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0) + timeout.as_millis();
         let frame = InvokeFrame { kind: "invoke", id: &id, deadline_ms: deadline_ms as u64, event: &invocation.event };
@@ -489,7 +534,7 @@ impl Instance {
         if let Some(exit) = ended {
             self.shared.finish(&id, self.shared.death(exit));
         }
-        let answered = tokio::time::timeout(timeout, answer).await;
+        let answered = self.answer_within(&id, answer, answered_rx, timeout).await;
         *lock(&self.last_used) = std::time::Instant::now();
         match answered {
             Ok(Ok((result, logs))) => CallOutput { result, logs },
@@ -503,6 +548,32 @@ impl Instance {
                 CallOutput { result: InvokeResult::TimedOut, logs }
             }
         }
+    }
+
+    /// The call's end, within `timeout`: Err when the call ran past it. Once the runtime has
+    /// answered (`answered` fires) the call waits at most [`FENCE_WAIT`] more for its fences
+    /// and then ends with the answer. The wait is timed here, on the caller's task, so a call
+    /// whose fences come in time leaves no timer behind.
+    async fn answer_within(
+        &self,
+        id: &str,
+        mut answer: oneshot::Receiver<(InvokeResult, Vec<String>)>,
+        answered: oneshot::Receiver<()>,
+        timeout: Duration,
+    ) -> std::result::Result<std::result::Result<(InvokeResult, Vec<String>), oneshot::error::RecvError>, ()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        tokio::select! {
+            biased;
+            done = &mut answer => return Ok(done),
+            Ok(()) = answered => {}
+            () = tokio::time::sleep_until(deadline) => return Err(()),
+        }
+        if let Ok(done) = tokio::time::timeout(FENCE_WAIT, &mut answer).await {
+            return Ok(done);
+        }
+        // A fence was lost: the call ends with the answer the runtime sent.
+        self.shared.finish(id, InvokeResult::Crashed { message: "the runtime went away".into() });
+        Ok(answer.await)
     }
 
     /// Kills the process group and waits for the process to exit.
@@ -585,7 +656,7 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
             }
             Some("result") => {
                 let value = frame.get("result").cloned().unwrap_or(Value::Null);
-                shared.finish(&text("id"), InvokeResult::Returned(value));
+                answered(&shared, &text("id"), InvokeResult::Returned(value));
             }
             Some(kind @ ("error" | "init_error")) => {
                 let fatal = kind == "init_error" || frame.get("fatal").and_then(Value::as_bool) == Some(true);
@@ -602,7 +673,7 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
                         shared.finish(&id, failure.clone());
                     }
                 } else {
-                    shared.finish(&text("id"), failure);
+                    answered(&shared, &text("id"), failure);
                 }
             }
             _ => {}
@@ -622,7 +693,48 @@ async fn read_loop(mut reader: OwnedReadHalf, shared: Arc<Shared>, mut exited: w
     }
 }
 
+/// The runtime answered call `id`: it ends once both of its fences are read (every byte it
+/// wrote to fd 1/2 is then in its record), or after [`FENCE_WAIT`] (timed by the caller,
+/// [`Instance::answer_within`]).
+fn answered(shared: &Arc<Shared>, id: &str, result: InvokeResult) {
+    let mut pending = lock(&shared.pending);
+    let Some(p) = pending.get_mut(id) else { return };
+    if (p.fences | shared.closed.load(Ordering::SeqCst)) == BOTH {
+        drop(pending);
+        shared.finish(id, result);
+        return;
+    }
+    p.answer = Some(result);
+    if let Some(tx) = p.answered.take() {
+        let _ = tx.send(());
+    }
+}
+
 impl Shared {
+    /// The fence of call `id` was read on `stream`: the call ends if its answer is in and the
+    /// other stream's fence was read too.
+    fn fence(&self, id: &str, stream: u8) {
+        let mut pending = lock(&self.pending);
+        let Some(p) = pending.get_mut(id) else { return };
+        p.fences |= stream;
+        if (p.fences | self.closed.load(Ordering::SeqCst)) != BOTH {
+            return;
+        }
+        let Some(answer) = p.answer.take() else { return };
+        drop(pending);
+        self.finish(id, answer);
+    }
+
+    /// `stream` reached its end: calls answered and waiting for its fence end now.
+    fn stream_closed(&self, stream: u8) {
+        self.closed.fetch_or(stream, Ordering::SeqCst);
+        let waiting: Vec<(String, InvokeResult)> =
+            lock(&self.pending).iter_mut().filter_map(|(id, p)| p.answer.take().map(|a| (id.clone(), a))).collect();
+        for (id, answer) in waiting {
+            self.finish(&id, answer);
+        }
+    }
+
     /// What a call gets from a process that is gone: its `init_error` if it sent one (the
     /// handler could not be loaded), else how it exited.
     fn death(&self, exit: String) -> InvokeResult {
@@ -632,10 +744,11 @@ impl Shared {
         }
     }
 
-    /// Ends a call: its result (an out-of-memory death is told apart from other crashes) and
-    /// its collected lines.
+    /// Ends a call: its result (the answer the runtime sent, if it sent one, else `result`; an
+    /// out-of-memory death is told apart from other crashes) and its collected lines.
     fn finish(&self, id: &str, result: InvokeResult) {
-        let Some(p) = lock(&self.pending).remove(id) else { return };
+        let Some(mut p) = lock(&self.pending).remove(id) else { return };
+        let result = p.answer.take().unwrap_or(result);
         let logs = p.logs.finish();
         let result = match result {
             InvokeResult::Crashed { message } if self.out_of_memory(&logs) => InvokeResult::OutOfMemory {
@@ -686,15 +799,18 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// Output written at the descriptor level (child processes, native code): it belongs to the
-/// call in flight when there is exactly one, else it is published untagged. Lines are cut at
-/// `MAX_LINE_BYTES` as the bytes arrive (the rest up to the next newline is dropped), so a
-/// function writing without newlines holds at most one capped line in memory.
-async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, shared: Arc<Shared>) {
+/// Output written at the descriptor level (child processes, native code) on `stream`
+/// ([`STDOUT`] or [`STDERR`]): it belongs to the call in flight when there is exactly one and
+/// its fence on this stream has not been read yet (runtimes/PROTOCOL.md, "Fences"), else it
+/// is published untagged. Fence lines end that call's output here and are not logged. Lines
+/// are cut at `MAX_LINE_BYTES` as the bytes arrive (the rest up to the next newline is
+/// dropped), so a function writing without newlines holds at most one capped line in memory.
+async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, bit: u8, shared: Arc<Shared>) {
     let deliver = |line: String| {
         let mut pending = lock(&shared.pending);
         if pending.len() == 1
             && let Some(p) = pending.values_mut().next()
+            && p.fences & bit == 0
         {
             p.logs.push_line(line);
         } else {
@@ -704,8 +820,25 @@ async fn forward_lines(stream: impl tokio::io::AsyncRead + Unpin, shared: Arc<Sh
     };
     let mut lines = CappedLines::new(BufReader::new(stream), MAX_LINE_BYTES);
     while let Some(line) = lines.next().await {
-        deliver(line);
+        match split_fence(&line) {
+            Some((before, id)) => {
+                if !before.is_empty() {
+                    deliver(before.to_string());
+                }
+                shared.fence(id, bit);
+            }
+            None => deliver(line),
+        }
     }
+    shared.stream_closed(bit);
+}
+
+/// A fence line (`[<partial line>]\x1esless-fence:<id>\x1e`): the partial line the function
+/// left before it and the request id.
+fn split_fence(line: &str) -> Option<(&str, &str)> {
+    let at = line.rfind(FENCE)?;
+    let id = line[at + FENCE.len()..].strip_suffix('\u{1e}')?;
+    Some((&line[..at], id))
 }
 
 /// Reads lines of at most `cap` bytes from a stream: a longer line is delivered cut (marked)
@@ -879,6 +1012,14 @@ mod tests {
         assert_eq!(lines.next().await.map(|l| l.len()), Some(1024));
         assert_eq!(lines.next().await.as_deref(), Some("next"));
         assert_eq!(lines.next().await, None);
+    }
+
+    #[test]
+    fn fence_lines_end_a_call_and_keep_the_partial_line_before_them() {
+        assert_eq!(split_fence("\u{1e}sless-fence:r1\u{1e}"), Some(("", "r1")));
+        assert_eq!(split_fence("half a line\u{1e}sless-fence:r-2\u{1e}"), Some(("half a line", "r-2")));
+        assert_eq!(split_fence("an ordinary line"), None);
+        assert_eq!(split_fence("\u{1e}sless-fence:cut"), None, "a fence cut short is an ordinary line");
     }
 
     #[test]

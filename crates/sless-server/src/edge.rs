@@ -120,6 +120,9 @@ const IDLE: u8 = 2;
 /// A connection's phase (`HEAD`, `BUSY`, `IDLE`) and its task's waker.
 struct Phase {
     now: AtomicU8,
+    /// The bytes of the request head being read, as the client sent them (hyper keeps header
+    /// names only lowercased): taken by the service into the request's [`RawHead`].
+    head: std::sync::Mutex<Vec<u8>>,
     /// Woken when a response is written, so that the reader starts the idle timer.
     task: AtomicWaker,
     /// Where its timeouts are counted.
@@ -134,7 +137,44 @@ impl Phase {
     fn set(&self, phase: u8) {
         self.now.store(phase, Ordering::Relaxed);
     }
+
+    fn head(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.head.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
+
+/// A request's head (request line and header fields) as its bytes came in, for the header
+/// names in the client's spelling that payload 1.0 events carry
+/// (docs/writing-functions.md, "The HTTP event"). hyper's `preserve_header_case` keeps them
+/// only in a private extension, so the edge copies the head's bytes as it reads them (a
+/// few hundred bytes per request; the body is not copied). Empty when the edge could not
+/// tell this request's head apart (a request pipelined behind another one in the same
+/// read): [`RawHead::spellings`] then gives `None` and the names stay lowercase.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawHead(Bytes);
+
+impl RawHead {
+    /// The header names of this head in arrival order, as the client spelled them, if the
+    /// head parses and holds exactly the fields of `headers` (so that it is this request's
+    /// head).
+    pub(crate) fn spellings<'a>(&'a self, headers: &http::HeaderMap) -> Option<Vec<&'a str>> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut fields = vec![httparse::EMPTY_HEADER; headers.len()];
+        let mut request = httparse::Request::new(&mut fields);
+        if !matches!(request.parse(&self.0), Ok(httparse::Status::Complete(_)))
+            || request.headers.len() != headers.len()
+        {
+            return None;
+        }
+        let names: Vec<&str> = request.headers.iter().map(|h| h.name).collect();
+        names.iter().all(|n| headers.contains_key(*n)).then_some(names)
+    }
+}
+
+/// Most bytes of a head kept for [`RawHead`] (hyper refuses longer heads anyway).
+const RAW_HEAD_CAP: usize = 256 * 1024;
 
 /// Serves `router` on `listener` with the edge's limits until `shutdown` completes; then
 /// stops accepting, closes idle connections and waits for the requests in flight to be
@@ -154,8 +194,10 @@ pub(crate) async fn serve(
     if edge.max_header_bytes > HYPER_DEFAULT_BUF {
         http.max_buf_size(edge.max_header_bytes);
     }
+    let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let shared = Arc::new(Shared {
         http,
+        local_port,
         edge,
         refusal: refusal(edge.max_connections),
         client_refusal: client_refusal(edge.max_connections_per_client),
@@ -314,6 +356,8 @@ impl Drop for ClientPlace {
 /// What every connection task reads.
 struct Shared {
     http: hyper::server::conn::http1::Builder,
+    /// The listener's port (`X-Forwarded-Port` of the events).
+    local_port: u16,
     edge: Edge,
     /// The whole answer to a connection over the cap.
     refusal: Bytes,
@@ -387,11 +431,17 @@ async fn connection(
     shared: &Shared,
     mut closing: watch::Receiver<()>,
 ) {
-    let phase = Arc::new(Phase { now: AtomicU8::new(HEAD), task: AtomicWaker::new(), metrics: shared.metrics.clone() });
+    let phase = Arc::new(Phase {
+        now: AtomicU8::new(HEAD),
+        head: std::sync::Mutex::new(Vec::new()),
+        task: AtomicWaker::new(),
+        metrics: shared.metrics.clone(),
+    });
     let io = TokioIo::new(EdgeIo::new(tcp, phase.clone(), &shared.edge));
     let service = ConnService {
         router,
         peer,
+        local_port: shared.local_port,
         phase,
         body_read: shared.edge.body_read_timeout,
         body_total: shared.edge.body_total_timeout,
@@ -411,6 +461,10 @@ async fn connection(
     }
 }
 
+/// The port a request came in on (the listener's), in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalPort(pub(crate) u16);
+
 /// A connection's socket that closes it (returns an error from a read) when a request head
 /// or the next request is late; see the module's comment.
 struct EdgeIo {
@@ -425,6 +479,22 @@ struct EdgeIo {
     sleep: Pin<Box<Sleep>>,
     header: Duration,
     idle: Duration,
+    /// The current head is whole in the phase's `head` (bytes after it are not kept).
+    head_done: bool,
+}
+
+/// Appends `new` to the head kept so far, up to the blank line that ends it (or
+/// [`RAW_HEAD_CAP`]); true when the head is whole.
+fn keep_head(head: &mut Vec<u8>, new: &[u8]) -> bool {
+    let from = head.len().saturating_sub(3);
+    head.extend_from_slice(&new[..new.len().min(RAW_HEAD_CAP.saturating_sub(head.len()))]);
+    match head[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(at) => {
+            head.truncate(from + at + 4);
+            true
+        }
+        None => head.len() >= RAW_HEAD_CAP,
+    }
 }
 
 impl EdgeIo {
@@ -438,6 +508,7 @@ impl EdgeIo {
             sleep: Box::pin(tokio::time::sleep_until(deadline)),
             header: edge.header_read_timeout,
             idle: edge.keep_alive_timeout,
+            head_done: false,
         }
     }
 }
@@ -461,6 +532,11 @@ impl AsyncRead for EdgeIo {
                     this.seen = HEAD;
                     this.phase.set(HEAD);
                     this.deadline = Instant::now() + this.header;
+                    this.head_done = false;
+                    this.phase.head().clear();
+                }
+                if this.seen == HEAD && !this.head_done {
+                    this.head_done = keep_head(&mut this.phase.head(), &buf.filled()[before..]);
                 }
                 Poll::Ready(Ok(()))
             }
@@ -514,6 +590,8 @@ impl AsyncWrite for EdgeIo {
 struct ConnService {
     router: Router,
     peer: SocketAddr,
+    /// The port the connection came in on.
+    local_port: u16,
     phase: Arc<Phase>,
     body_read: Duration,
     body_total: Duration,
@@ -527,9 +605,12 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     fn call(&self, request: Request<Incoming>) -> Answer {
         use tower::Service as _;
         self.phase.set(BUSY);
+        let head = RawHead(Bytes::from(std::mem::take(&mut *self.phase.head())));
         let mut request = request
             .map(|body| TimedBody::new(body, self.body_read, self.body_total).counted(self.phase.metrics.clone()));
         request.extensions_mut().insert(ConnectInfo(self.peer));
+        request.extensions_mut().insert(LocalPort(self.local_port));
+        request.extensions_mut().insert(head);
         Answer { inner: self.router.clone().call(request), phase: Some(self.phase.clone()) }
     }
 }
@@ -691,8 +772,24 @@ mod tests {
     use http_body::{Body as HttpBody, Frame};
     use tokio::sync::mpsc;
 
-    use super::{TimedBody, timed_out};
+    use super::{RawHead, TimedBody, keep_head, timed_out};
     use crate::AppError;
+
+    #[test]
+    fn a_head_is_kept_up_to_its_blank_line_across_reads() {
+        let mut head = Vec::new();
+        assert!(!keep_head(&mut head, b"GET / HTTP/1.1\r\nX-GitHub-Event: push\r"));
+        assert!(keep_head(&mut head, b"\n\r\nbody bytes, then GET /next"));
+        assert_eq!(head, b"GET / HTTP/1.1\r\nX-GitHub-Event: push\r\n\r\n");
+        let mut map = http::HeaderMap::new();
+        map.insert("x-github-event", http::HeaderValue::from_static("push"));
+        let raw = RawHead(bytes::Bytes::from(head));
+        assert_eq!(raw.spellings(&map), Some(vec!["X-GitHub-Event"]));
+        // Another request's fields: not this head.
+        map.insert("x-other", http::HeaderValue::from_static("1"));
+        assert_eq!(raw.spellings(&map), None);
+        assert_eq!(RawHead::default().spellings(&map), None);
+    }
 
     /// A body whose parts come from a channel; it ends when the sender is dropped.
     struct Parts(mpsc::Receiver<Bytes>);

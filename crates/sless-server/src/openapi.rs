@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use sless_core::event::PayloadFormat;
 use sless_core::invocation::InvocationRecord;
 use sless_core::job::JobRecord;
 use sless_core::runtime::Runtime;
@@ -272,8 +273,9 @@ pub(crate) struct FunctionInput {
     /// Seconds, 1–900 (default 30).
     #[schema(minimum = 1, maximum = 900)]
     timeout_sec: Option<u32>,
-    /// Environment variables: names `[A-Za-z_][A-Za-z0-9_]*`, `SLESS_*`/`AWS_LAMBDA_*`
-    /// reserved, 32 KiB in all.
+    /// Environment variables: names `[A-Za-z_][A-Za-z0-9_]*`, `SLESS_*`/`AWS_LAMBDA_*`,
+    /// `_HANDLER`, `AWS_EXECUTION_ENV`, `LAMBDA_TASK_ROOT`, `LAMBDA_RUNTIME_DIR` reserved,
+    /// 32 KiB in all.
     env: Option<BTreeMap<String, String>>,
     /// Default true.
     enabled: Option<bool>,
@@ -286,6 +288,9 @@ pub(crate) struct FunctionInput {
     /// 1–86400; null: the server's default.
     #[schema(minimum = 1, maximum = 86400)]
     idle_timeout_sec: Option<u32>,
+    /// The HTTP event and response rules: `"1.0"` (API Gateway REST, default) or `"2.0"`
+    /// (HTTP API / function URLs).
+    payload_format: Option<PayloadFormat>,
     /// Read-only; if given, it must be the path's namespace.
     namespace: Option<String>,
     /// Read-only, ignored.
@@ -329,6 +334,8 @@ pub(crate) struct FunctionPatch {
     max_instances: Option<u32>,
     /// 1–86400.
     idle_timeout_sec: Option<u32>,
+    /// `"1.0"` or `"2.0"`.
+    payload_format: Option<PayloadFormat>,
 }
 
 /// A trigger's create or full replace body, as `TriggerSpec::from_json` reads it. Read-only
@@ -359,6 +366,9 @@ pub(crate) struct TriggerInput {
     /// cron: 0–3600 (default 0).
     #[schema(minimum = 0, maximum = 3600)]
     prewarm_sec: Option<u32>,
+    /// http: `"1.0"` or `"2.0"`, the event format of calls through the URL; null (default):
+    /// the function's.
+    payload_format: Option<PayloadFormat>,
     /// Read-only; if given, it must be the path's namespace.
     namespace: Option<String>,
     /// Read-only, ignored.
@@ -394,6 +404,8 @@ pub(crate) struct TriggerPatch {
     enabled: Option<bool>,
     /// cron: 0–3600.
     prewarm_sec: Option<u32>,
+    /// http: `"1.0"` or `"2.0"`; null: the function's.
+    payload_format: Option<PayloadFormat>,
 }
 
 /// A job's create or full replace body, as `JobSpec::from_json` reads it. Read-only fields

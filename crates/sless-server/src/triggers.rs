@@ -292,7 +292,12 @@ pub(crate) async fn fire(State(state): State<AppState>, Path(p): Path<NamePath>)
     let id = uuid::Uuid::now_v7().to_string();
     let tick = sless_core::time::now();
     let event = sless_core::event::raw(&sless_core::event::cron_event(&id, ns, name, tick, &t.spec.payload));
-    let answer =
-        state.dispatcher.call(&target, id.clone(), event, &from, 0).await.map_err(|e| AppError::Core(e.into()))?;
+    // A cron call's answer follows payload 1.0's rules, as the controller's ticks do.
+    let reply = sless_core::event::Reply::Http(sless_core::event::PayloadFormat::V1);
+    let answer = state
+        .dispatcher
+        .call(&target, id.clone(), event, &from, 0, reply)
+        .await
+        .map_err(|e| AppError::Core(e.into()))?;
     Ok(crate::invoke::respond(answer, &id, target.version))
 }

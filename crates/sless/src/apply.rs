@@ -44,6 +44,9 @@ impl DeployPlan {
         if let Some(t) = decl.timeout_sec {
             fields.insert("timeout_sec".into(), json!(t));
         }
+        if let Some(f) = decl.payload_format {
+            fields.insert("payload_format".into(), json!(f));
+        }
         Ok(DeployPlan {
             name: decl.name.clone(),
             dir,

@@ -554,6 +554,9 @@ pub struct SpecArgs {
     /// Seconds an idle instance is kept (1–86400), or `default` for the server's.
     #[arg(long, value_name = "SECONDS|default")]
     pub idle_timeout: Option<String>,
+    /// The HTTP event format: 1.0 (API Gateway REST, the default) or 2.0 (HTTP API, function URLs).
+    #[arg(long, value_parser = ["1.0", "2.0"])]
+    pub payload_format: Option<String>,
     /// Serve calls (the default for a new function).
     #[arg(long, conflicts_with = "disable")]
     pub enable: bool,
@@ -569,6 +572,10 @@ pub struct InvokeArgs {
     /// Request body, or @FILE to read it from a file (@- for stdin).
     #[arg(short = 'd', long = "data")]
     pub data: Option<String>,
+    /// Raw invocation: this JSON (or @FILE, @- for stdin) is the event itself, and the
+    /// handler's return value is printed as JSON (`?integration=raw`).
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = ["data", "method", "path", "headers"])]
+    pub payload: Option<String>,
     /// HTTP method (default: POST with data, GET without).
     #[arg(short = 'X', long)]
     pub method: Option<String>,
@@ -737,6 +744,9 @@ pub struct TriggerCreateArgs {
     /// Who may call the URL (http only).
     #[arg(long, value_enum, conflicts_with = "cron")]
     pub auth: Option<HttpAuthArg>,
+    /// The HTTP event format of calls through the URL: 1.0 or 2.0 (http only; default: the function's).
+    #[arg(long, value_parser = ["1.0", "2.0"], conflicts_with = "cron")]
+    pub payload_format: Option<String>,
     /// A cron trigger: 5-field cron, an @hourly-style macro, or `@every 30s`.
     #[arg(long, value_name = "SCHEDULE")]
     pub cron: Option<String>,

@@ -47,6 +47,9 @@ fn spec_fields(args: &SpecArgs) -> anyhow::Result<Map<String, Value>> {
         };
         fields.insert(field.into(), v);
     }
+    if let Some(f) = &args.payload_format {
+        fields.insert("payload_format".into(), json!(f));
+    }
     if args.enable || args.disable {
         fields.insert("enabled".into(), json!(args.enable));
     }
@@ -109,21 +112,31 @@ fn print_lines(lines: &[(String, String)]) {
 
 pub async fn invoke(conn: &Connection, args: InvokeArgs) -> anyhow::Result<std::process::ExitCode> {
     let client = connect(conn)?;
-    let body = match args.data.as_deref() {
-        None => None,
-        Some("@-") => {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
-            Some(buf)
+    let read = |d: &str| -> anyhow::Result<Vec<u8>> {
+        Ok(match d {
+            "@-" => {
+                let mut buf = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
+                buf
+            }
+            d if d.starts_with('@') => {
+                std::fs::read(Path::new(&d[1..])).with_context(|| format!("cannot read {}", &d[1..]))?
+            }
+            d => d.as_bytes().to_vec(),
+        })
+    };
+    let (body, path) = match args.payload.as_deref() {
+        // Raw invocation (docs/writing-functions.md, "Raw invocation"): the JSON is the event.
+        Some(p) => {
+            let payload = read(p)?;
+            serde_json::from_slice::<Value>(&payload).context("--payload is not JSON")?;
+            (Some(payload), "/?integration=raw".to_string())
         }
-        Some(d) if d.starts_with('@') => {
-            Some(std::fs::read(Path::new(&d[1..])).with_context(|| format!("cannot read {}", &d[1..]))?)
-        }
-        Some(d) => Some(d.as_bytes().to_vec()),
+        None => (args.data.as_deref().map(read).transpose()?, args.path.clone()),
     };
     let method = args.method.clone().unwrap_or_else(|| if body.is_some() { "POST".into() } else { "GET".into() });
     let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).context("invalid --method")?;
-    let mut call = InvokeRequest::new(method).path(&args.path);
+    let mut call = InvokeRequest::new(method).path(&path);
     for h in &args.headers {
         let (k, v) = h.split_once(':').with_context(|| format!("-H {h:?}: expected \"Name: value\""))?;
         call = call.header(k.trim(), v.trim());
@@ -201,6 +214,7 @@ pub async fn functions(conn: &Connection, cmd: FnCommand) -> anyhow::Result<()> 
                 ("concurrency", &["concurrency"]),
                 ("max_instances", &["max_instances"]),
                 ("idle_timeout_sec", &["idle_timeout_sec"]),
+                ("payload_format", &["payload_format"]),
                 ("enabled", &["enabled"]),
                 ("phase", &["status", "phase"]),
                 ("message", &["status", "message"]),
@@ -234,7 +248,7 @@ pub async fn functions(conn: &Connection, cmd: FnCommand) -> anyhow::Result<()> 
             }
             if patch.is_empty() {
                 bail!(
-                    "name a setting to change: --memory, --timeout, --concurrency, --max-instances, --idle-timeout, --enable, --disable, --runtime, --entrypoint"
+                    "name a setting to change: --memory, --timeout, --concurrency, --max-instances, --idle-timeout, --payload-format, --enable, --disable, --runtime, --entrypoint"
                 );
             }
             let f = client

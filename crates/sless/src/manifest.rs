@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sless_core::event::PayloadFormat;
 use sless_core::runtime::Runtime;
 use sless_core::trigger::{HttpAuth, TriggerType};
 
@@ -51,6 +52,8 @@ pub struct FunctionDecl {
     pub memory_mb: Option<u32>,
     /// Timeout in seconds.
     pub timeout_sec: Option<u32>,
+    /// The HTTP event format: `"1.0"` (default) or `"2.0"`.
+    pub payload_format: Option<PayloadFormat>,
     /// Environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -75,6 +78,8 @@ pub struct TriggerDecl {
     pub payload: Option<toml::Value>,
     /// Http only: `none` (default) or `token`.
     pub auth: Option<HttpAuth>,
+    /// Http only: the payload format of calls through the URL (default: the function's).
+    pub payload_format: Option<PayloadFormat>,
     /// Default true.
     pub enabled: Option<bool>,
     /// Cron only: start an instance this many seconds before each tick.
@@ -101,6 +106,9 @@ impl TriggerDecl {
         }
         if let Some(a) = self.auth {
             body["auth"] = json!(a);
+        }
+        if let Some(f) = self.payload_format {
+            body["payload_format"] = json!(f);
         }
         if let Some(p) = self.prewarm_sec {
             body["prewarm_sec"] = json!(p);
@@ -187,6 +195,9 @@ fn check_triggers_and_jobs(file: &Path, m: &Manifest) -> anyhow::Result<()> {
                 if t.auth.is_some() {
                     bail!("{}: auth applies to http triggers only", at());
                 }
+                if t.payload_format.is_some() {
+                    bail!("{}: payload_format applies to http triggers only", at());
+                }
             }
             TriggerType::Http => {
                 for (field, set) in [
@@ -231,6 +242,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Manifest> {
             entrypoint: None,
             memory_mb: None,
             timeout_sec: None,
+            payload_format: None,
             env: BTreeMap::new(),
         };
         return Ok(Manifest {

@@ -85,6 +85,9 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
             if let Some(sec) = args.prewarm {
                 body["prewarm_sec"] = json!(sec);
             }
+            if let Some(f) = &args.payload_format {
+                body["payload_format"] = json!(f);
+            }
             if let Some(auth) = args.auth {
                 body["auth"] = json!(match auth {
                     HttpAuthArg::None => "none",
@@ -155,7 +158,7 @@ pub async fn triggers(conn: &Connection, cmd: TriggerCommand) -> anyhow::Result<
                 ],
             );
             if is_http(&rec) {
-                print_fields(&t, &[("auth", &["auth"])]);
+                print_fields(&t, &[("auth", &["auth"]), ("payload_format", &["payload_format"])]);
                 println!("{:<15} {}", "url", client.trigger_url(&rec));
             } else {
                 print_fields(

@@ -401,3 +401,21 @@ async fn regression_a_log_follower_neither_holds_the_stop_nor_breaks() {
     assert!(out.status.success(), "the follower failed: {stderr}");
     assert!(stderr.contains("the server closed the log stream"), "{stderr}");
 }
+
+/// `sless invoke --payload` is raw invocation (docs/writing-functions.md, "Raw invocation"):
+/// the JSON is the event, the return value comes back as JSON; a body that is not JSON is
+/// refused by the CLI, and by the API with 400 naming `body`.
+#[tokio::test]
+async fn invoke_payload_sends_the_json_as_the_event_itself() {
+    let server = Server::start();
+    let code = "def handler(event, context):\n    return {'sum': event['a'] + event['b'], 'keys': sorted(event)}\n";
+    server.deploy("adder", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let printed = ok(&server.cli(&["invoke", "adder", "--payload", r#"{"a": 2, "b": 3}"#]));
+    assert_eq!(serde_json::from_str::<Value>(printed.trim()).expect("json"), json!({"sum": 5, "keys": ["a", "b"]}));
+    let refused = server.cli(&["invoke", "adder", "--payload", "{not json"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("--payload is not JSON"), "{stderr}");
+    let url = server.api("/adder/invoke?integration=raw");
+    let (s, _, problem) = server.send(server.http.post(url).body("{not json")).await;
+    assert_eq!((s, &problem["field"]), (400, &json!("body")), "{problem}");
+}

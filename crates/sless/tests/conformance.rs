@@ -23,10 +23,7 @@ use sha2::Digest;
 /// Cases that fail because of a bug in sless (not in the case), by function name
 /// (`<case>-py` / `<case>-js`), with the reason. They are expected to fail; one that passes is
 /// reported so that it is removed from this list.
-const KNOWN_FAILURES: &[(&str, &str)] = &[
-    ("logs-fd-level-py", "fd 1/2 lines read after the result frame miss that call's record"),
-    ("logs-fd-level-js", "fd 1/2 lines read after the result frame miss that call's record"),
-];
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 /// How many case × runtime pairs are deployed and called at the same time.
 const CONCURRENCY: usize = 8;
@@ -105,6 +102,8 @@ struct CaseFile {
 struct FunctionSettings {
     timeout_sec: Option<u32>,
     memory_mb: Option<u32>,
+    /// `"1.0"` (the default) or `"2.0"`.
+    payload_format: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
 }
@@ -351,6 +350,9 @@ async fn deploy(server: &Server, http: &reqwest::Client, job: &Job) -> Result<Re
     }
     if let Some(m) = job.function.memory_mb {
         spec["memory_mb"] = json!(m);
+    }
+    if let Some(f) = &job.function.payload_format {
+        spec["payload_format"] = json!(f);
     }
     if !job.function.env.is_empty() {
         spec["env"] = json!(job.function.env);

@@ -468,3 +468,49 @@ fn server_and_up_help_list_the_edge_flags_with_their_variables() {
         }
     }
 }
+
+/// Payload 1.0 events carry header names as the client spelled them (docs/writing-functions.md,
+/// "The HTTP event"), which hyper does not keep: the edge reads them from the head's bytes.
+/// Spellings no client library produces (`X-GitHub-Event`, `x-hub-signature`, one name in two
+/// spellings) are sent over a raw connection, twice on one keep-alive connection; a request
+/// pipelined behind another in one write still gets its headers (lowercase then).
+#[tokio::test]
+async fn header_names_reach_the_event_as_the_client_spelled_them() {
+    let server = Server::start();
+    let code =
+        "def handler(event, context):\n    return {\"h\": event[\"headers\"], \"mh\": event[\"multiValueHeaders\"]}\n";
+    server.deploy("spelled", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let host = addr(&server);
+    let request = |tag: &str| {
+        format!(
+            "POST /v1/namespaces/default/functions/spelled/invoke/hook HTTP/1.1\r\nHost: {host}\r\n\
+             Authorization: Bearer {TOKEN}\r\nX-GitHub-Event: push\r\nx-hub-signature: sha1={tag}\r\n\
+             X-Tag: a\r\nx-tag: b\r\nContent-Length: 2\r\n\r\n{{}}"
+        )
+    };
+    let mut stream = connect(&server).await;
+    for tag in ["first", "second"] {
+        stream.write_all(request(tag).as_bytes()).await.expect("write");
+        let (status, head, body) = read_response(&mut stream).await;
+        let body: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(status, 200, "{head}\n{body}");
+        let h = &body["h"];
+        assert_eq!(h["X-GitHub-Event"], "push", "{body}");
+        assert_eq!(h["x-hub-signature"], format!("sha1={tag}"), "{body}");
+        assert_eq!(h["Host"], host, "{body}");
+        // One name in two spellings is one header, under the first; the last value wins.
+        assert_eq!((&h["X-Tag"], &body["mh"]["X-Tag"]), (&json!("b"), &json!(["a", "b"])), "{body}");
+        assert!(h.get("x-tag").is_none() && h.get("x-github-event").is_none(), "{body}");
+        assert!(h.get("Authorization").is_none(), "{body}");
+        assert_eq!(h["X-Forwarded-For"], "127.0.0.1", "{body}");
+    }
+    // Two requests in one write: the second one's head was never read on its own.
+    stream.write_all(format!("{}{}", request("p1"), request("p2")).as_bytes()).await.expect("write");
+    for tag in ["p1", "p2"] {
+        let (status, head, body) = read_response(&mut stream).await;
+        let body: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(status, 200, "{head}\n{body}");
+        let signature = body["h"].get("x-hub-signature").cloned().unwrap_or(Value::Null);
+        assert_eq!(signature, format!("sha1={tag}"), "{body}");
+    }
+}

@@ -322,3 +322,32 @@ async fn regression_every_time_has_millisecond_precision() {
         all.iter().filter(|t| t.split('.').nth(1).is_some_and(|f| f.trim_end_matches('Z').len() > 3)).collect();
     assert!(fine.is_empty(), "times finer than milliseconds: {fine:?}");
 }
+
+/// A call whose fence is lost (runtimes/PROTOCOL.md, "Fences") still answers with what the
+/// function returned: one cut inside a line over 64 KiB, and one whose descriptor the
+/// function closed. The instance keeps serving.
+#[tokio::test]
+async fn a_call_whose_output_fence_is_lost_still_gets_its_answer() {
+    let server = Server::start();
+    let code = "import os\ndef handler(event, context):\n    if event['path'] == '/long':\n        os.write(1, b'x' * 70000)\n    elif event['path'] == '/close':\n        os.close(2)\n    return event['path']\n";
+    server.deploy("lost-fence", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    for path in ["/long", "/close", "/after"] {
+        let (s, h, body) = server.invoke("lost-fence", "GET", path, None).await;
+        assert_eq!((s, body.as_str()), (200, Some(path)), "{path}");
+        if path == "/long" {
+            let id = h["x-request-id"].to_str().expect("id").to_string();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let url = format!("{}/v1/namespaces/default/invocations/{id}", server.url);
+                let (s, _, record) = server.send(server.http.get(url)).await;
+                if s == 200 {
+                    let logs = record["logs"].as_array().cloned().unwrap_or_default();
+                    assert!(logs.iter().any(|l| l.as_str().unwrap_or_default().contains("line cut at")), "{record}");
+                    break;
+                }
+                assert!(Instant::now() < deadline, "no record for {id}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}

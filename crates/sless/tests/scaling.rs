@@ -339,3 +339,51 @@ async fn a_cold_start_specialises_a_warm_pool_process_and_the_pool_refills() {
     .await;
     assert_eq!(kind, "pool");
 }
+
+/// Lambda's runtime variables (docs/writing-functions.md, "Environment") are the same whether
+/// an instance is a specialised warm-pool process or a new one: the pool process's own
+/// environment is replaced at `load`.
+#[tokio::test]
+async fn lambda_variables_are_set_in_a_specialised_pool_process_as_in_a_new_one() {
+    const NAMES: &str = "['AWS_LAMBDA_INITIALIZATION_TYPE', 'AWS_EXECUTION_ENV', 'AWS_REGION', 'TZ', \
+                         'LAMBDA_TASK_ROOT', '_HANDLER', 'AWS_LAMBDA_FUNCTION_MEMORY_SIZE', 'GREETING']";
+    let server = Server::start_with(&["--warm-pool-size", "1"]);
+    let shims = server.data.join("runtimes").display().to_string();
+    let py = format!("import os\ndef handler(event, context):\n    return {{n: os.environ.get(n) for n in {NAMES}}}\n");
+    let js =
+        format!("exports.handler = async () => Object.fromEntries({NAMES}.map((n) => [n, process.env[n] ?? null]));");
+    let env = json!({"env": {"GREETING": "hi"}});
+    server.deploy("env-pool-py", "python3.11", "main.handler", &[("main.py", &py)], env.clone()).await;
+    server.deploy("env-pool-js", "nodejs20", "index.handler", &[("index.js", &js)], env.clone()).await;
+    let mut bigger = env.clone();
+    bigger["memory_mb"] = json!(256); // the Node pool serves 128 MiB only: a new process
+    server.deploy("env-new-js", "nodejs20", "index.handler", &[("index.js", &js)], bigger).await;
+    wait_until("the warm pool is up", async || pids_mentioning(&shims).len() == 2).await;
+    for (name, kind, exec_env, handler, memory) in [
+        ("env-pool-py", "pool", "AWS_Lambda_python3.11", "main.handler", "128"),
+        ("env-pool-js", "pool", "AWS_Lambda_nodejs20.x", "index.handler", "128"),
+        ("env-new-js", "process", "AWS_Lambda_nodejs20.x", "index.handler", "256"),
+    ] {
+        let (s, _, body) = server.invoke(name, "GET", "", None).await;
+        assert_eq!(s, 200, "{name}: {body}");
+        let task_root = body["LAMBDA_TASK_ROOT"].as_str().unwrap_or_default().to_string();
+        assert!(task_root.ends_with("/code"), "{name}: {body}");
+        assert_eq!(
+            body,
+            json!({
+                "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", "AWS_EXECUTION_ENV": exec_env,
+                "AWS_REGION": "us-east-1", "TZ": ":UTC", "LAMBDA_TASK_ROOT": task_root, "_HANDLER": handler,
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": memory, "GREETING": "hi",
+            }),
+            "{name}"
+        );
+        let mut got = Value::Null;
+        wait_until("the call is recorded", async || {
+            let (_, _, page) = server.send(server.http.get(server.api(&format!("/{name}/invocations")))).await;
+            got = page["items"][0]["cold_start_kind"].clone();
+            !got.is_null()
+        })
+        .await;
+        assert_eq!(got, kind, "{name}");
+    }
+}

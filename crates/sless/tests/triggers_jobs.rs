@@ -286,6 +286,37 @@ async fn a_public_route_passes_the_callers_authorization_and_an_unchanged_put_ke
     assert_eq!((s, t["resource_version"].clone()), (200, json!(2)));
 }
 
+/// `payload_format` (docs/writing-functions.md, "The HTTP event"): the function's applies to
+/// the invoke API and its URL; an http trigger's own wins on the URL. 2.0's event and 2.0's
+/// response inference go together; a cron trigger refuses the field, and the CLI sets both.
+#[tokio::test]
+async fn an_http_triggers_payload_format_wins_over_the_functions_on_its_url() {
+    let server = Server::start();
+    let code = "def handler(event, context):\n    return {'version': event.get('version', '1.0'), 'path': event.get('rawPath') or event.get('path')}\n";
+    server.deploy("fmt", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    let body = json!({"name": "fmt-url", "function": "fmt", "type": "http", "payload_format": "2.0"});
+    let (s, t) = post(&server, "triggers", body).await;
+    assert_eq!((s, &t["payload_format"]), (201, &json!("2.0")), "{t}");
+    let url = |rest: &str| format!("{}/fn/default/fmt{rest}", server.url);
+    let r = server.http.get(url("/a")).send().await.expect("call");
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!({"version": "2.0", "path": "/a"}));
+    // The invoke API takes the function's format (1.0 by default).
+    assert_eq!(server.invoke("fmt", "GET", "/a", None).await.2, json!({"version": "1.0", "path": "/a"}));
+    // Without the trigger's choice, the function's 2.0 applies to both routes.
+    assert_eq!(patch(&server, "triggers/fmt-url", json!({"payload_format": null})).await.0, 200);
+    let out = server.cli(&["fn", "update", "fmt", "--payload-format", "2.0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, f) = server.get("fmt").await;
+    assert_eq!(f["payload_format"], "2.0", "{f}");
+    let r = server.http.get(url("/b")).send().await.expect("call");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!({"version": "2.0", "path": "/b"}));
+    assert_eq!(server.invoke("fmt", "GET", "/b", None).await.2, json!({"version": "2.0", "path": "/b"}));
+    let cron = json!({"name": "c", "function": "fmt", "type": "cron", "schedule": "@hourly", "payload_format": "2.0"});
+    let (s, p) = post(&server, "triggers", cron).await;
+    assert_eq!((s, &p["field"]), (400, &json!("payload_format")), "{p}");
+}
+
 #[tokio::test]
 async fn firing_a_cron_trigger_calls_its_function_now_with_the_schedules_event() {
     let server = Server::start();

@@ -21,7 +21,7 @@ use crate::provider::{Shared, attr, conn, schema};
 use crate::util::{Bool, Num, Str, StrMap, keep_null, map_json, s, split_id};
 
 /// The attributes (an API `field` names one of these).
-pub const ATTRIBUTES: [&str; 20] = [
+pub const ATTRIBUTES: [&str; 21] = [
     "id",
     "namespace",
     "name",
@@ -32,6 +32,7 @@ pub const ATTRIBUTES: [&str; 20] = [
     "concurrency",
     "max_instances",
     "idle_timeout_sec",
+    "payload_format",
     "env",
     "enabled",
     "source_dir",
@@ -70,6 +71,8 @@ pub struct FunctionState {
     pub max_instances: Num,
     /// Seconds.
     pub idle_timeout_sec: Num,
+    /// `"1.0"` or `"2.0"`.
+    pub payload_format: Str,
     /// Environment variables.
     pub env: StrMap,
     /// Whether it answers calls.
@@ -97,7 +100,7 @@ pub struct FunctionState {
 pub struct FunctionResource(pub Shared);
 
 /// The attributes of the spec, in the API's names.
-const SPEC: [&str; 9] = [
+const SPEC: [&str; 10] = [
     "runtime",
     "entrypoint",
     "memory_mb",
@@ -105,6 +108,7 @@ const SPEC: [&str; 9] = [
     "concurrency",
     "max_instances",
     "idle_timeout_sec",
+    "payload_format",
     "env",
     "enabled",
 ];
@@ -120,7 +124,9 @@ impl FunctionState {
         if let Some(n) = s(&self.name) {
             m.insert("name".into(), json!(n));
         }
-        for (k, v) in [("runtime", &self.runtime), ("entrypoint", &self.entrypoint)] {
+        for (k, v) in
+            [("runtime", &self.runtime), ("entrypoint", &self.entrypoint), ("payload_format", &self.payload_format)]
+        {
             if let Some(v) = s(v) {
                 m.insert(k.into(), json!(v));
             }
@@ -177,6 +183,7 @@ impl FunctionState {
             concurrency: keep_null(&prior.concurrency, i64::from(spec.concurrency), 1),
             max_instances: spec.max_instances.map(i64::from).into(),
             idle_timeout_sec: spec.idle_timeout_sec.map(i64::from).into(),
+            payload_format: keep_null(&prior.payload_format, spec.payload_format.as_str().to_string(), "1.0".into()),
             env,
             enabled: keep_null(&prior.enabled, spec.enabled, true),
             source_dir: prior.source_dir.clone(),
@@ -432,6 +439,13 @@ pub fn function_schema(data: bool) -> Schema {
         (
             "idle_timeout_sec",
             opt(T::Number, "Seconds an idle instance is kept (1–86400; unset: the server's default)."),
+        ),
+        (
+            "payload_format",
+            opt(
+                T::String,
+                "The HTTP event format: `1.0` (API Gateway REST, the default) or `2.0` (HTTP API, function URLs).",
+            ),
         ),
         ("env", env),
         ("enabled", opt(T::Bool, "Whether the function answers calls (default true).")),

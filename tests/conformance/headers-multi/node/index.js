@@ -1,5 +1,5 @@
 exports.handler = async (event) => {
   const h = event.headers;
   const mh = event.multiValueHeaders;
-  return { tag: h['x-tag'], tagMulti: mh['x-tag'], one: h['x-one'], oneMulti: mh['x-one'] };
+  return { tag: h['X-Tag'], tagMulti: mh['X-Tag'], one: h['X-One'], oneMulti: mh['X-One'] };
 };

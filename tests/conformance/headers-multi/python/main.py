@@ -1,3 +1,3 @@
 def handler(event, context):
     h, mh = event["headers"], event["multiValueHeaders"]
-    return {"tag": h["x-tag"], "tagMulti": mh["x-tag"], "one": h["x-one"], "oneMulti": mh["x-one"]}
+    return {"tag": h["X-Tag"], "tagMulti": mh["X-Tag"], "one": h["X-One"], "oneMulti": mh["X-One"]}

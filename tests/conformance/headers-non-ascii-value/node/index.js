@@ -1,1 +1,1 @@
-exports.handler = async (event) => ({ name: event.headers['x-name'] });
+exports.handler = async (event) => ({ name: event.headers['X-Name'] });

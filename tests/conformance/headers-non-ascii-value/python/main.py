@@ -1,2 +1,2 @@
 def handler(event, context):
-    return {"name": event["headers"].get("x-name")}
+    return {"name": event["headers"].get("X-Name")}

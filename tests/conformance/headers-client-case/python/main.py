@@ -1,10 +1,10 @@
 def handler(event, context):
     h, mh = event["headers"], event["multiValueHeaders"]
     return {
-        "allLower": all(k == k.lower() for k in h),
-        "allLowerMulti": all(k == k.lower() for k in mh),
+        "value": h["X-Mixed-Case"],
+        "contentType": h["Content-Type"],
+        "signature": h["X-Hub-Signature"],
+        "lowercaseMissing": "content-type" not in h and "x-mixed-case" not in mh,
         "sameNames": sorted(h) == sorted(mh),
-        "value": h.get("x-mixed-case"),
-        "contentType": h.get("content-type"),
         "hasAuthorization": any(k.lower() == "authorization" for k in h),
     }

@@ -1,0 +1,2 @@
+def handler(event, context):
+    return {"ok": True, "items": [1, 2]}

@@ -1,0 +1,4 @@
+exports.handler = async (event) => {
+  if (event.fail) throw new TypeError('asked to fail');
+  return 'ok';
+};

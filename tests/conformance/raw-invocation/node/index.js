@@ -1,0 +1,1 @@
+exports.handler = async (event) => ({ statusCode: 404, event, isHttpEvent: 'httpMethod' in event });

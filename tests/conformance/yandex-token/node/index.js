@@ -1,0 +1,1 @@
+module.exports.handler = async (event, context) => ({ token: context.token, payload: context.getPayload() });
