@@ -242,9 +242,22 @@ where
     Ok(api.patch(&name, &apply_params(), &Patch::Apply(object)).await?)
 }
 
-/// Makes the tenant's workload namespace with its quota, limits and network policy (first
-/// use creates them; later calls re-apply the same objects).
+/// Makes the tenant's workload namespace with its quota, limits, network policy and cron
+/// service account (first use creates them; a later call re-applies them once
+/// [`crate::operator::TenantsEnsured::EVERY`] has passed).
 async fn ensure_tenant(ctx: &Context, tenant: &str) -> Result<()> {
+    if ctx.tenants.fresh(tenant) {
+        return Ok(());
+    }
+    let applied = apply_tenant(ctx, tenant).await;
+    match &applied {
+        Ok(()) => ctx.tenants.done(tenant),
+        Err(_) => ctx.tenants.forget(tenant),
+    }
+    applied
+}
+
+async fn apply_tenant(ctx: &Context, tenant: &str) -> Result<()> {
     let s = &ctx.settings;
     let ns = s.workload_namespace(tenant);
     apply(&Api::<Namespace>::all(ctx.client.clone()), &with_kind(workload::tenant_namespace(s, tenant))?).await?;
@@ -377,7 +390,15 @@ pub async fn reconcile(f: Arc<Function>, ctx: Arc<Context>) -> Result<Action> {
     let api: Api<Function> = Api::namespaced(ctx.client.clone(), &f.namespace().unwrap_or_default());
     finalizer(&api, FINALIZER, f, |event| async {
         match event {
-            Finalizer::Apply(f) => apply_function(f, &ctx).await,
+            Finalizer::Apply(f) => {
+                let tenant = f.namespace().unwrap_or_default();
+                let applied = apply_function(f, &ctx).await;
+                if applied.is_err() {
+                    // Perhaps the workload namespace went: the retry applies it again.
+                    ctx.tenants.forget(&tenant);
+                }
+                applied
+            }
             Finalizer::Cleanup(f) => cleanup_function(f, &ctx).await,
         }
     })

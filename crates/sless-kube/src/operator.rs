@@ -26,6 +26,37 @@ pub struct Context {
     pub triggers: TriggerSettings,
     /// Reconcile only the resources of this namespace (all when `None`).
     pub watch_namespace: Option<String>,
+    /// Which tenants' workload namespaces this process made sure of, and when.
+    pub tenants: TenantsEnsured,
+}
+
+/// When this process last applied each tenant's workload namespace and its policies
+/// (`Context::tenants`): a reconcile re-applies them at most every [`TenantsEnsured::EVERY`],
+/// so a Function's rollout does not wait for five requests that change nothing.
+#[derive(Debug, Default)]
+pub struct TenantsEnsured(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
+
+impl TenantsEnsured {
+    /// How long an applied tenant counts as ensured (a deleted namespace or a policy changed by
+    /// hand is put back within this): 5 min, the controllers' resync.
+    pub const EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
+    /// Whether `tenant` was ensured less than [`TenantsEnsured::EVERY`] ago.
+    pub fn fresh(&self, tenant: &str) -> bool {
+        let map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(tenant).is_some_and(|at| at.elapsed() < Self::EVERY)
+    }
+
+    /// Records that `tenant` was ensured now.
+    pub fn done(&self, tenant: &str) {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(tenant.to_string(), std::time::Instant::now());
+    }
+
+    /// Forgets `tenant` (after an error, so the next reconcile applies again).
+    pub fn forget(&self, tenant: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(tenant);
+    }
 }
 
 /// Runs the Function and Trigger controllers until `shutdown` completes, then lets their

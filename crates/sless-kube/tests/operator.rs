@@ -89,6 +89,7 @@ impl Operator {
             build,
             triggers: TriggerSettings::default(),
             watch_namespace: Some(tenant.into()),
+            tenants: Default::default(),
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(operator::run(ctx, async move {
@@ -571,6 +572,7 @@ impl Elected {
             build,
             triggers: TriggerSettings::default(),
             watch_namespace: Some(tenant.into()),
+            tenants: Default::default(),
         });
         let election = operator::Election {
             namespace: system.into(),

@@ -95,7 +95,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         namespace_prefix = %settings.namespace_prefix,
         "operator started"
     );
-    let ctx = Arc::new(Context { client, settings, build, triggers, watch_namespace });
+    let ctx = Arc::new(Context { client, settings, build, triggers, watch_namespace, tenants: Default::default() });
     match election {
         Some(election) => operator::run_elected(ctx, election, crate::serve::shutdown_signal()).await?,
         None => operator::run(ctx, crate::serve::shutdown_signal()).await,
