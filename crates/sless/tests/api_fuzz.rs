@@ -43,6 +43,8 @@ fn openapi_document_holds_against_the_real_server() {
         .current_dir(work.path())
         .env("PYTHONPATH", &hooks)
         .env("SCHEMATHESIS_HOOKS", "sless_fuzz_hooks")
+        .arg("--config-file")
+        .arg(hooks.join("schemathesis.toml"))
         .args(["run", &format!("{}/openapi.json", server.url)])
         .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
         .args([
