@@ -189,9 +189,16 @@ pub(crate) async fn principal(state: &AppState, headers: &HeaderMap) -> Result<P
 /// the shape `POST /v1/tokens` makes): such a header is never passed on to a function.
 pub(crate) fn is_platform_credential(state: &AppState, headers: &HeaderMap) -> bool {
     headers.get_all(header::AUTHORIZATION).iter().any(|v| {
-        let text = v.to_str().unwrap_or_default();
-        let token = text.split_once(' ').map_or(text, |(_, t)| t).trim();
-        state.admin_token.matches(token) || split_token(token).is_some()
+        let text = String::from_utf8_lossy(v.as_bytes());
+        let text = text.trim();
+        // Whatever the scheme and however it is separated (a tab, a list of credentials): a
+        // value that holds one of the platform's tokens anywhere is one of its credentials.
+        let after_scheme = text.split_once(char::is_whitespace).map_or(text, |(_, t)| t).trim();
+        let pieces = text.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|p| !p.is_empty());
+        [text, after_scheme]
+            .into_iter()
+            .chain(pieces)
+            .any(|candidate| state.admin_token.matches(candidate) || split_token(candidate).is_some())
     })
 }
 

@@ -368,3 +368,45 @@ async fn firing_a_cron_trigger_calls_its_function_now_with_the_schedules_event()
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(invocations(&server, "tick", "").await.len(), 2, "only the two fires called the function");
 }
+
+#[tokio::test]
+async fn regression_a_malformed_authorization_never_carries_a_platform_token_to_a_public_function() {
+    // Found by an attacker's review: `Bearer<TAB>token` and `Bearer token, Basic …` reached
+    // the function with the platform's token in them.
+    let server = Server::start();
+    let code = "def handler(event, context):\n    h = event['headers'] or {}\n    return {'auth': h.get('Authorization') or h.get('authorization')}\n";
+    server.deploy("echo-auth", "python3.11", "main.handler", &[("main.py", code)], json!({})).await;
+    assert_eq!(post(&server, "triggers", json!({"name": "ea", "function": "echo-auth", "type": "http"})).await.0, 201);
+    let tenant = server
+        .client
+        .create_token(&["default".to_string()], sless_core::tenant::Role::Invoker, "t", None)
+        .await
+        .expect("token")
+        .token;
+    for value in [
+        format!("Bearer\t{}", common::TOKEN),
+        format!("Bearer {}, Basic eA==", common::TOKEN),
+        format!("Basic eA==, Bearer {}", common::TOKEN),
+        format!("Token {}", common::TOKEN),
+        format!("Bearer\t{tenant}"),
+        format!("Bearer {tenant};x"),
+    ] {
+        let r = server
+            .http
+            .get(format!("{}/fn/default/echo-auth", server.url))
+            .header("authorization", value.as_str())
+            .send()
+            .await
+            .expect("call");
+        assert_eq!(r.json::<Value>().await.expect("json"), json!({"auth": null}), "{value:?} reached the function");
+    }
+    // The caller's own credentials still pass.
+    let r = server
+        .http
+        .get(format!("{}/fn/default/echo-auth", server.url))
+        .header("authorization", "Bearer\tcallers-own, Basic eA==")
+        .send()
+        .await
+        .expect("call");
+    assert_eq!(r.json::<Value>().await.expect("json"), json!({"auth": "Bearer\tcallers-own, Basic eA=="}));
+}
