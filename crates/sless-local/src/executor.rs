@@ -83,6 +83,9 @@ struct Inner {
     metrics: Arc<Metrics>,
     logs: Arc<LogHub>,
     pools: Mutex<HashMap<Key, Arc<Pool>>>,
+    /// Pools a disable retired (out of `pools`), while their last calls may still run: a
+    /// `remove` that finds no pool must not kill those calls' processes by uid.
+    retired: Mutex<HashMap<Key, std::sync::Weak<Pool>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -186,6 +189,7 @@ impl LocalExecutor {
                 metrics,
                 logs,
                 pools: Mutex::new(HashMap::new()),
+                retired: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(Vec::new()),
             }),
         };
@@ -481,6 +485,7 @@ impl Inner {
             let _instances = lock(&pool.instances);
             pool.removed.store(true, std::sync::atomic::Ordering::SeqCst);
             pool.permits.close();
+            lock(&self.retired).insert(key, Arc::downgrade(&pool));
         }
         self.stop_idle(&pool, pool.take_idle()).await;
     }
@@ -739,9 +744,14 @@ impl Executor for LocalExecutor {
             self.inner.sweep_if_gone(&pool).await;
         } else if self.inner.isolation.uids() {
             // No pool (a disable retired it first, or the function never ran here): processes
-            // that escaped an instance's cgroup may still run as the function's uid.
+            // that escaped an instance's cgroup may still run as the function's uid. While a
+            // pool a disable retired still has instances, their calls finish first: its last
+            // instance's end sweeps the uid (`sweep_if_gone`).
+            let key = (namespace.to_string(), name.to_string());
+            let retired = lock(&self.inner.retired).remove(&key).and_then(|w| w.upgrade());
+            let busy = retired.as_ref().is_some_and(|p| !lock(&p.instances).is_empty());
             let uid = lock(&self.inner.uids).existing(namespace, name);
-            if let Some(uid) = uid {
+            if let (false, Some(uid)) = (busy, uid) {
                 let _ = tokio::task::spawn_blocking(move || Isolation::kill_uids(&[uid])).await;
             }
         }
