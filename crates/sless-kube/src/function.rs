@@ -230,6 +230,22 @@ pub fn status(
     s
 }
 
+/// Writes `status` of custom resource `name` (of `kind`, in this crate's group) through its
+/// status subresource, by server-side apply under [`MANAGER`].
+pub(crate) async fn apply_status<K>(api: &Api<K>, kind: &str, name: &str, status: &impl Serialize) -> Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({
+        "apiVersion": format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION),
+        "kind": kind,
+        "metadata": {"name": name},
+        "status": status,
+    });
+    api.patch_status(name, &apply_params(), &Patch::Apply(&patch)).await?;
+    Ok(())
+}
+
 pub(crate) fn apply_params() -> PatchParams {
     PatchParams::apply(MANAGER).force()
 }
@@ -345,14 +361,7 @@ async fn apply_function(f: Arc<Function>, ctx: &Context) -> Result<Action> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let next = status(&f, invalid.as_deref(), build.as_ref(), rollout.as_ref(), &now);
     if f.status.as_ref() != Some(&next) {
-        let functions: Api<Function> = Api::namespaced(ctx.client.clone(), &tenant);
-        let patch = json!({
-            "apiVersion": format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION),
-            "kind": "Function",
-            "metadata": {"name": name},
-            "status": next,
-        });
-        functions.patch_status(&name, &apply_params(), &Patch::Apply(&patch)).await?;
+        apply_status(&Api::<Function>::namespaced(ctx.client.clone(), &tenant), "Function", &name, &next).await?;
     }
     let settled = matches!(next.phase.as_deref(), Some("Ready" | "Failed" | "Pending"));
     Ok(Action::requeue(if settled { RESYNC } else { IN_PROGRESS }))

@@ -45,7 +45,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::crd::{Function, Trigger, TriggerStatus, TriggerType};
-use crate::function::{FINALIZER, apply, apply_params, set_condition, with_kind};
+use crate::function::{FINALIZER, apply, apply_params, apply_status, set_condition, with_kind};
 use crate::operator::Context;
 use crate::workload::{self, CRON_SERVICE_ACCOUNT, FUNCTION_LABEL, MANAGED_BY_LABEL, Settings, TENANT_LABEL};
 use crate::{Error, Result};
@@ -405,14 +405,7 @@ async fn apply_trigger(t: Arc<Trigger>, ctx: &Context) -> Result<Action> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let next = status(&t, invalid.as_deref(), readiness, &now);
     if t.status.as_ref() != Some(&next) {
-        let triggers: Api<Trigger> = Api::namespaced(ctx.client.clone(), &tenant);
-        let patch = json!({
-            "apiVersion": format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION),
-            "kind": "Trigger",
-            "metadata": {"name": name},
-            "status": next,
-        });
-        triggers.patch_status(&name, &apply_params(), &Patch::Apply(&patch)).await?;
+        apply_status(&Api::<Trigger>::namespaced(ctx.client.clone(), &tenant), "Trigger", &name, &next).await?;
     }
     Ok(Action::requeue(RESYNC))
 }

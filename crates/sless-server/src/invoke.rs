@@ -183,14 +183,7 @@ async fn call(
 ) -> ApiResult<Response> {
     validate_name("namespace", &p.ns)?;
     validate_name("name", &p.name)?;
-    let target = match state.dispatcher.target(&p.ns, &p.name).await {
-        Ok(t) => t,
-        Err(sless_control::Error::NotReady(why)) => {
-            state.dispatcher.rejected(&p.ns, &p.name, &from, Rejection::not_ready(why.clone()));
-            return Err(AppError::NotReady(why));
-        }
-        Err(e) => return Err(AppError::Core(e.into())),
-    };
+    let target = target_or_reject(&state, &p.ns, &p.name, &from).await?;
     let (parts, body) = request.into_parts();
     let body = match read_limited(body, state.limits.max_request_bytes).await {
         Ok(b) => b,
@@ -247,6 +240,24 @@ async fn call(
         .await
         .map_err(|e| AppError::Core(e.into()))?;
     Ok(respond(answer, &request_id, target.version))
+}
+
+/// What to run for a call of `namespace/name` from `from`; a function with no ready version
+/// is answered 503 (`AppError::NotReady`) and recorded as a rejected call.
+pub(crate) async fn target_or_reject(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    from: &CallSource,
+) -> ApiResult<sless_core::traits::InvokeTarget> {
+    match state.dispatcher.target(namespace, name).await {
+        Ok(t) => Ok(t),
+        Err(sless_control::Error::NotReady(why)) => {
+            state.dispatcher.rejected(namespace, name, from, Rejection::not_ready(why.clone()));
+            Err(AppError::NotReady(why))
+        }
+        Err(e) => Err(AppError::Core(e.into())),
+    }
 }
 
 /// The HTTP response of a call: the function's status, headers and body, with

@@ -267,7 +267,7 @@ pub(crate) async fn delete(State(state): State<AppState>, Path(p): Path<NamePath
     )
 )]
 pub(crate) async fn fire(State(state): State<AppState>, Path(p): Path<NamePath>) -> ApiResult<Response> {
-    use sless_control::{CallSource, Rejection};
+    use sless_control::CallSource;
     use sless_core::invocation::Source;
     let (ns, name) = p.validated()?;
     let t = state.registry.get_trigger(ns, name).await?;
@@ -281,14 +281,7 @@ pub(crate) async fn fire(State(state): State<AppState>, Path(p): Path<NamePath>)
         return Err(AppError::Core(sless_core::Error::Conflict(format!("trigger {name:?} is disabled"))));
     }
     let from = CallSource { source: Source::Cron, name: Some(t.name.clone()) };
-    let target = match state.dispatcher.target(ns, &t.spec.function).await {
-        Ok(target) => target,
-        Err(sless_control::Error::NotReady(why)) => {
-            state.dispatcher.rejected(ns, &t.spec.function, &from, Rejection::not_ready(why.clone()));
-            return Err(AppError::NotReady(why));
-        }
-        Err(e) => return Err(AppError::Core(e.into())),
-    };
+    let target = crate::invoke::target_or_reject(&state, ns, &t.spec.function, &from).await?;
     let id = uuid::Uuid::now_v7().to_string();
     let tick = sless_core::time::now();
     let event = sless_core::event::raw(&sless_core::event::cron_event(&id, ns, name, tick, &t.spec.payload));
